@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Installs everything CCattler needs on a fresh Debian 12 machine: system packages, the venv
+# (.venv beside this checkout) and the project with its dev tools. Safe to run again.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+SYSTEM_PACKAGES=(etcd-server etcd-client runc busybox-static iproute2 nftables libnftables1
+                 iputils-ping)
+
+missing=()
+for p in "${SYSTEM_PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+    SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+    $SUDO apt-get update -q
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q "${missing[@]}"
+fi
+
+PYTHON=${PYTHON:-python3}
+[ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
+.venv/bin/pip install -q --upgrade pip
+.venv/bin/pip install -q -e '.[dev]'
+echo "installed: $(.venv/bin/cca --version)"

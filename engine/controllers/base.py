@@ -1,0 +1,56 @@
+"""What every controller is: a pure function from a snapshot of facts to a change set.
+
+A controller declares the prefixes it reads and the prefixes it writes; the runner gives it a
+`Snapshot` of its read prefixes and commits its `ChangeSet` guarded by the revisions it read,
+dropping (and counting) writes outside `writes`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, ClassVar, Protocol
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """Facts at one revision: key → value, plus each key's mod_revision (for guards)."""
+
+    revision: int
+    values: Mapping[str, Any]
+    mod_revisions: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
+
+    def under(self, prefix: str) -> Iterator[tuple[str, Any]]:
+        """(key, value) pairs under `prefix`, in key order."""
+        for key in sorted(k for k in self.values if k.startswith(prefix)):
+            yield key, self.values[key]
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self.values.get(key, default)
+
+
+@dataclass(frozen=True, slots=True)
+class ChangeSet:
+    """Puts and deletes a controller wants. `groups` lists key sets that must commit together
+    (e.g. stop-and-replace); the runner never splits a group across transactions."""
+
+    puts: Mapping[str, Any] = field(default_factory=dict)
+    deletes: frozenset[str] = frozenset()
+    groups: tuple[frozenset[str], ...] = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.puts or self.deletes)
+
+    def __len__(self) -> int:
+        return len(self.puts) + len(self.deletes)
+
+
+class Controller(Protocol):
+    """A pure reconcile function with its read and write domains."""
+
+    name: ClassVar[str]
+    reads: ClassVar[tuple[str, ...]]
+    writes: ClassVar[tuple[str, ...]]
+
+    def reconcile(self, snapshot: Snapshot, now: float) -> ChangeSet: ...

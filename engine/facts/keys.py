@@ -1,0 +1,158 @@
+"""Key schema: how fact keys are built and checked, and which writer owns each prefix.
+
+Namespaced objects live at `desired/<kind>/<tenant>/<name>`, cluster-wide ones at
+`desired/<kind>/<name>`; instances at `derived/instance/<tenant>/<service>/<instance>` with the
+instance named `<service>-<suffix>`. docs/facts.md lists every prefix and its document shape.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+
+from ccattler.engine.facts.errors import InvalidKey, InvalidValue
+
+DEFAULT_TENANT = "default"
+
+#: Kinds whose objects belong to a tenant: `desired/<kind>/<tenant>/<name>`.
+NAMESPACED_KINDS = frozenset(
+    {"service", "secret", "connection", "gate", "group", "volume", "network"}
+)
+#: Cluster-wide kinds: `desired/<kind>/<name>`.
+CLUSTER_KINDS = frozenset({"node", "tenant", "role", "policy", "grant", "lp"})
+
+#: etcd's default request limit is 1.5 MiB; one document stays well below it.
+MAX_VALUE_BYTES = 1024 * 1024
+MAX_KEY_BYTES = 1024
+
+#: One writer per key, decided by its prefix (longest prefix wins).
+PREFIX_OWNERS: dict[str, str] = {
+    "desired/": "api",
+    "auth/": "api",
+    "secret/": "api",
+    "audit/": "api",
+    "derived/instance/": "instance-controller",
+    "derived/rollout/": "rollout-controller",
+    "derived/node/": "failure-controller",
+    "derived/network/": "network-controller",
+    "derived/placement/": "placement-controller",
+    "derived/endpoint/": "endpoint-controller",
+    "derived/vip/": "network-controller",
+    "derived/dns/": "network-controller",
+    "derived/firewall/": "netpolicy-controller",
+    "derived/scale/": "autoscaler",
+    "observed/node/": "agent",
+    "observed/instance/": "agent",
+    "observed/metric/": "agent",
+    "leader/": "runner",
+}
+
+# A name segment: letters, digits and `_ . : -`, starting with a letter or digit.
+_SEGMENT = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:\-]*\Z")
+
+
+def owner_of(key: str) -> str | None:
+    """The writer that owns `key`, or None when no prefix claims it."""
+    best = None
+    for prefix, owner in PREFIX_OWNERS.items():
+        if key.startswith(prefix) and (best is None or len(prefix) > len(best[0])):
+            best = (prefix, owner)
+    return best[1] if best else None
+
+
+def check_key(key: object, *, prefix: bool = False) -> str:
+    """Return `key` if it is a valid fact key (or, with `prefix`, a valid range prefix)."""
+    if not isinstance(key, str):
+        raise InvalidKey(f"key must be a string, got {type(key).__name__}")
+    if not key and not prefix:
+        raise InvalidKey("key is empty")
+    if "\x00" in key:
+        raise InvalidKey(f"key {key!r} contains a NUL byte")
+    if len(key.encode()) > MAX_KEY_BYTES:
+        raise InvalidKey(f"key {key[:60]!r}… is longer than {MAX_KEY_BYTES} bytes")
+    if not prefix and (key.startswith("/") or key.endswith("/") or "//" in key):
+        raise InvalidKey(f"key {key!r} must be /-separated segments with none empty")
+    return key
+
+
+def check_value(value: object) -> bytes:
+    """Encode `value` as canonical JSON bytes, rejecting non-JSON and oversized documents."""
+    if value is None:
+        raise InvalidValue("value must be a JSON document, got None")
+    try:
+        data = json.dumps(
+            value, sort_keys=True, separators=(",", ":"), allow_nan=False, ensure_ascii=False
+        ).encode()
+    except (TypeError, ValueError) as exc:
+        raise InvalidValue(f"value is not a JSON document: {exc}") from None
+    if len(data) > MAX_VALUE_BYTES:
+        raise InvalidValue(
+            f"value is {len(data)} bytes; the limit is {MAX_VALUE_BYTES} bytes (1 MiB)"
+        )
+    return data
+
+
+def _check_segment(name: str, what: str) -> str:
+    if not _SEGMENT.match(name) or name in {".", ".."}:
+        raise InvalidKey(f"{what} {name!r} is not a valid name (letters, digits, _ . : -)")
+    return name
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class ServiceRef:
+    """A hierarchical service (or other namespaced object) name: `tenant/name`."""
+
+    tenant: str
+    name: str
+
+    @property
+    def full(self) -> str:
+        return f"{self.tenant}/{self.name}"
+
+    @property
+    def display(self) -> str:
+        """The name as a user writes it: the default tenant is left out."""
+        return self.name if self.tenant == DEFAULT_TENANT else self.full
+
+    def __str__(self) -> str:
+        return self.display
+
+
+def parse_service(text: str, tenant: str = DEFAULT_TENANT) -> ServiceRef:
+    """Read `name` or `tenant/name`; a bare name resolves in `tenant`."""
+    parts = text.split("/")
+    if len(parts) == 1:
+        return ServiceRef(_check_segment(tenant, "tenant"), _check_segment(parts[0], "name"))
+    if len(parts) == 2:
+        return ServiceRef(_check_segment(parts[0], "tenant"), _check_segment(parts[1], "name"))
+    raise InvalidKey(f"name {text!r} has more than one '/' (expected name or tenant/name)")
+
+
+def display_name(tenant: str, name: str) -> str:
+    """`name` in the default tenant, `tenant/name` elsewhere (services and instances alike)."""
+    return name if tenant == DEFAULT_TENANT else f"{tenant}/{name}"
+
+
+def desired_key(kind: str, name: str, tenant: str | None = None) -> str:
+    """The key of a declared object: namespaced kinds need a tenant, cluster kinds must not."""
+    if kind in NAMESPACED_KINDS:
+        if tenant is None:
+            raise InvalidKey(f"kind {kind!r} is namespaced: a tenant is required")
+        return f"desired/{kind}/{_check_segment(tenant, 'tenant')}/{_check_segment(name, 'name')}"
+    if kind in CLUSTER_KINDS:
+        if tenant is not None:
+            raise InvalidKey(f"kind {kind!r} is cluster-wide: no tenant")
+        return f"desired/{kind}/{_check_segment(name, 'name')}"
+    raise InvalidKey(f"unknown kind {kind!r}")
+
+
+def instance_key(service: ServiceRef, instance: str) -> str:
+    """`derived/instance/<tenant>/<service>/<instance>`; `instance` is `<service>-<suffix>`."""
+    return f"derived/instance/{service.tenant}/{service.name}/{_check_segment(instance, 'instance')}"
+
+
+def placement_key(tenant: str, instance: str) -> str:
+    """`derived/placement/<tenant>/<instance>`."""
+    return f"derived/placement/{tenant}/{_check_segment(instance, 'instance')}"
+
