@@ -124,7 +124,12 @@ class Store(abc.ABC):
 
     @abc.abstractmethod
     def watch(self, prefix: str, from_revision: int | None = None) -> Watch:
-        """Events under `prefix` after `from_revision` (default: from now on)."""
+        """Events under `prefix` with revision > `from_revision` (default: from now on).
+
+        Pass the revision a `range` returned to see every change after that snapshot. If that
+        history has been compacted, the first event is `Event("resync", prefix, None, R)`: re-read
+        with `range(prefix)` (at R or later); the watch goes on with the events after R.
+        """
 
     @abc.abstractmethod
     def lease_grant(self, ttl: float) -> int: ...

@@ -1,0 +1,326 @@
+"""The embedded SQLite backend: one process owns the file, commits are durable, watches are in-process.
+
+Knobs (URL query): `history` — revisions of change log kept for watch replay and `range` at an
+older revision (default 100,000; older ones are compacted automatically); `max_txn_ops` and
+`max_txn_bytes` — the per-transaction limits, the same as the etcd that CCattler starts.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+from collections.abc import Iterable, Mapping
+from contextlib import contextmanager
+from typing import Any
+
+from ccattler.engine.store.base import (
+    Compacted,
+    Compare,
+    Event,
+    Fact,
+    LeaseNotFound,
+    Store,
+    StoreError,
+    Watch,
+)
+from ccattler.engine.store.ops import MAX_TXN_BYTES, MAX_TXN_OPS, decode, prefix_end, prepare_txn
+from ccattler.engine.store.queue_watch import QueueWatch
+from ccattler.engine.store.sqlite_schema import OwnerLock, connect
+
+DEFAULT_HISTORY = 100_000
+_CHUNK = 500  # keys per `IN (…)` lookup, well under SQLite's parameter limit
+
+_KV_COLUMNS = "key, value, create_rev, mod_rev, version, lease"
+_HISTORY_COLUMNS = (
+    "rev, seq, key, value, create_rev, version, lease, "
+    "prev_value, prev_create, prev_mod, prev_version, prev_lease"
+)
+
+
+def _fact(row: tuple) -> Fact:
+    key, value, create_rev, mod_rev, version, lease = row
+    return Fact(key, decode(value), create_rev, mod_rev, version, lease)
+
+
+def _event(row: tuple) -> Event:
+    rev, _seq, key, value, *_ignored, prev_value = row[:8]
+    return Event("delete" if value is None else "put", key, decode(value), rev, decode(prev_value))
+
+
+def _prefix_clause(prefix: str) -> tuple[str, tuple]:
+    end = prefix_end(prefix)
+    if end is None:
+        return "1", ()
+    return "key >= ? AND key < ?", (prefix, end)
+
+
+class SqliteStore(Store):
+    """The `Store` on one SQLite file (or `:memory:`); thread-safe through one lock."""
+
+    def __init__(
+        self,
+        path: str | None,
+        *,
+        history: int = DEFAULT_HISTORY,
+        max_txn_ops: int = MAX_TXN_OPS,
+        max_txn_bytes: int = MAX_TXN_BYTES,
+        url: str | None = None,
+    ) -> None:
+        self.url = url or (f"sqlite://{path}" if path else "sqlite://:memory:")
+        self._history = history
+        self._max_ops = max_txn_ops
+        self._max_bytes = max_txn_bytes
+        self._owner = OwnerLock(path) if path is not None else None
+        try:
+            self._conn = connect(path)
+        except StoreError:
+            if self._owner:
+                self._owner.release()
+            raise
+        self._lock = threading.Lock()
+        self._lease_wakeup = threading.Condition(self._lock)
+        self._watches: list[QueueWatch] = []
+        meta = dict(self._conn.execute("SELECT name, value FROM meta"))
+        self._rev: int = meta["revision"]
+        self._compacted: int = meta["compacted"]
+        # Leases restart with their full TTL, as etcd does after a leader change.
+        now = time.monotonic()
+        self._leases: dict[int, tuple[float, float]] = {
+            lease: (ttl, now + ttl) for lease, ttl in self._conn.execute("SELECT id, ttl FROM leases")
+        }
+        self._closed = False
+        self._expirer = threading.Thread(target=self._expire_leases, name="sqlite-leases", daemon=True)
+        self._expirer.start()
+
+    # -- reads -------------------------------------------------------------------------------
+
+    def get(self, key: str) -> Fact | None:
+        with self._open():
+            row = self._conn.execute(f"SELECT {_KV_COLUMNS} FROM kv WHERE key = ?", (key,)).fetchone()
+        return _fact(row) if row else None
+
+    def range(self, prefix: str, revision: int | None = None) -> tuple[list[Fact], int]:
+        where, args = _prefix_clause(prefix)
+        with self._open():
+            rows = self._conn.execute(f"SELECT {_KV_COLUMNS} FROM kv WHERE {where} ORDER BY key", args)
+            if revision is None or revision == self._rev:
+                return [_fact(row) for row in rows], self._rev
+            self._check_readable(revision)
+            state = {row[0]: row for row in rows}
+            # Undo every change after `revision`, newest first, so each key ends at its old version.
+            undo = self._conn.execute(
+                "SELECT key, prev_value, prev_create, prev_mod, prev_version, prev_lease FROM history "
+                f"WHERE rev > ? AND {where} ORDER BY rev DESC, seq DESC",
+                (revision, *args),
+            )
+            for row in undo:
+                if row[1] is None:
+                    state.pop(row[0], None)
+                else:
+                    state[row[0]] = row
+        return [_fact(state[key]) for key in sorted(state)], revision
+
+    def revision(self) -> int:
+        with self._open():
+            return self._rev
+
+    def _check_readable(self, revision: int) -> None:
+        if revision > self._rev:
+            raise StoreError(f"revision {revision} is in the future (current revision {self._rev})")
+        if revision < self._compacted:
+            raise Compacted(f"revision {revision} has been compacted (oldest kept: {self._compacted})")
+
+    # -- writes ------------------------------------------------------------------------------
+
+    def txn(
+        self,
+        compares: Iterable[Compare] = (),
+        puts: Mapping[str, Any] | Iterable[tuple[str, Any]] = (),
+        deletes: Iterable[str] = (),
+        lease: int | None = None,
+    ) -> tuple[bool, int]:
+        ops = prepare_txn(compares, puts, deletes, self._max_ops, self._max_bytes)
+        with self._open():
+            for compare in ops.compares:
+                row = self._conn.execute("SELECT mod_rev FROM kv WHERE key = ?", (compare.key,)).fetchone()
+                if (row[0] if row else 0) != compare.mod_revision:
+                    return False, self._rev
+            if lease is not None and ops.puts and lease not in self._leases:
+                raise LeaseNotFound(f"lease {lease} does not exist (expired or revoked)")
+            keys = [key for key, _ in ops.puts] + list(ops.deletes)
+            old = self._current(keys)
+            rev = self._rev + 1
+            kv_rows, history_rows = [], []
+            for key, data in ops.puts:
+                prev = old.get(key)
+                create, version = (prev[2], prev[4] + 1) if prev else (rev, 1)
+                kv_rows.append((key, data, create, rev, version, lease))
+                history_rows.append((rev, len(history_rows), key, data, create, version, lease, *_prev(prev)))
+            removed = [key for key in ops.deletes if key in old]
+            for key in removed:
+                history_rows.append((rev, len(history_rows), key, None, None, None, None, *_prev(old[key])))
+            if not history_rows:
+                return True, self._rev
+            self._commit(rev, history_rows, kv_rows, removed)
+            if self._rev - self._compacted > self._history * 1.1:
+                self._compact_locked(self._rev - self._history)
+            return True, rev
+
+    def _current(self, keys: list[str]) -> dict[str, tuple]:
+        found: dict[str, tuple] = {}
+        for start in range(0, len(keys), _CHUNK):
+            chunk = keys[start : start + _CHUNK]
+            marks = ",".join("?" * len(chunk))
+            for row in self._conn.execute(f"SELECT {_KV_COLUMNS} FROM kv WHERE key IN ({marks})", chunk):
+                found[row[0]] = row
+        return found
+
+    def _commit(self, rev: int, history_rows: list[tuple], kv_rows: list[tuple], removed: list[str]) -> None:
+        """Write one revision atomically and durably, then hand its events to the watches."""
+        conn = self._conn
+        try:
+            conn.execute("BEGIN")
+            conn.executemany(f"INSERT OR REPLACE INTO kv ({_KV_COLUMNS}) VALUES (?,?,?,?,?,?)", kv_rows)
+            conn.executemany("DELETE FROM kv WHERE key = ?", [(key,) for key in removed])
+            conn.executemany(f"INSERT INTO history ({_HISTORY_COLUMNS}) VALUES ({','.join('?' * 12)})",
+                             history_rows)
+            conn.execute("UPDATE meta SET value = ? WHERE name = 'revision'", (rev,))
+            conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise StoreError(f"SQLite store {self.url}: commit failed: {exc}") from None
+        self._rev = rev
+        if self._watches:
+            events = [(row[2], _event(row)) for row in history_rows]
+            for watch in self._watches:
+                matching = [event for key, event in events if key.startswith(watch.prefix)]
+                if matching:
+                    watch.push(matching)
+
+    # -- watches -----------------------------------------------------------------------------
+
+    def watch(self, prefix: str, from_revision: int | None = None) -> Watch:
+        where, args = _prefix_clause(prefix)
+        watch = QueueWatch(prefix, self._unwatch)
+        with self._open():
+            if from_revision is not None and from_revision < self._rev:
+                if from_revision + 1 < self._compacted:
+                    watch.push([Event("resync", prefix, None, self._rev)])
+                else:
+                    rows = self._conn.execute(
+                        f"SELECT {_HISTORY_COLUMNS} FROM history WHERE rev > ? AND {where} ORDER BY rev, seq",
+                        (from_revision, *args),
+                    )
+                    watch.push(_event(row) for row in rows)
+            self._watches.append(watch)
+        return watch
+
+    def _unwatch(self, watch: QueueWatch) -> None:
+        with self._lock:
+            if watch in self._watches:
+                self._watches.remove(watch)
+
+    # -- leases ------------------------------------------------------------------------------
+
+    def lease_grant(self, ttl: float) -> int:
+        if not ttl > 0:
+            raise StoreError(f"lease TTL must be positive, got {ttl}")
+        with self._open():
+            lease = self._conn.execute("INSERT INTO leases (ttl) VALUES (?)", (float(ttl),)).lastrowid
+            self._leases[lease] = (ttl, time.monotonic() + ttl)
+            self._lease_wakeup.notify_all()
+        return lease
+
+    def lease_keepalive(self, lease: int) -> None:
+        with self._open():
+            if lease not in self._leases:
+                raise LeaseNotFound(f"lease {lease} does not exist (expired or revoked)")
+            ttl = self._leases[lease][0]
+            self._leases[lease] = (ttl, time.monotonic() + ttl)
+
+    def lease_revoke(self, lease: int) -> None:
+        with self._open():
+            if lease not in self._leases:
+                raise LeaseNotFound(f"lease {lease} does not exist (expired or revoked)")
+            self._drop_lease(lease)
+
+    def _drop_lease(self, lease: int) -> None:
+        """Delete the lease's keys in one revision (with delete events), then the lease itself."""
+        rows = self._conn.execute(f"SELECT {_KV_COLUMNS} FROM kv WHERE lease = ? ORDER BY key", (lease,))
+        history_rows = [(self._rev + 1, seq, row[0], None, None, None, None, *_prev(row))
+                        for seq, row in enumerate(rows)]
+        if history_rows:
+            self._commit(self._rev + 1, history_rows, [], [row[2] for row in history_rows])
+        self._conn.execute("DELETE FROM leases WHERE id = ?", (lease,))
+        del self._leases[lease]
+
+    def _expire_leases(self) -> None:
+        with self._lock:
+            while not self._closed:
+                now = time.monotonic()
+                expired = [lease for lease, (_ttl, deadline) in self._leases.items() if deadline <= now]
+                for lease in expired:
+                    try:
+                        self._drop_lease(lease)
+                    except StoreError:
+                        pass  # the commit failed and was rolled back; retry on the next pass
+                deadlines = [deadline for _ttl, deadline in self._leases.values()]
+                self._lease_wakeup.wait(max(0.0, min(deadlines) - now) + 0.001 if deadlines else None)
+
+    # -- maintenance -------------------------------------------------------------------------
+
+    def compact(self, revision: int) -> None:
+        with self._open():
+            if revision > self._rev:
+                raise StoreError(f"cannot compact at {revision}: it is in the future (current {self._rev})")
+            self._compact_locked(revision)
+
+    def _compact_locked(self, revision: int) -> None:
+        if revision <= self._compacted:
+            return
+        with self._transaction():
+            self._conn.execute("DELETE FROM history WHERE rev < ?", (revision,))
+            self._conn.execute("UPDATE meta SET value = ? WHERE name = 'compacted'", (revision,))
+        self._compacted = revision
+
+    def close(self) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            self._lease_wakeup.notify_all()
+            watches, self._watches = self._watches, []
+        self._expirer.join()
+        for watch in watches:
+            watch.cancel()
+        self._conn.close()
+        if self._owner:
+            self._owner.release()
+
+    @contextmanager
+    def _open(self):
+        with self._lock:
+            if self._closed:
+                raise StoreError(f"store {self.url} is closed")
+            yield
+
+    @contextmanager
+    def _transaction(self):
+        try:
+            self._conn.execute("BEGIN")
+            yield
+            self._conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            if self._conn.in_transaction:
+                self._conn.execute("ROLLBACK")
+            raise StoreError(f"SQLite store {self.url}: {exc}") from None
+
+
+def _prev(row: tuple | None) -> tuple:
+    """The previous-version columns of a history row, from the key's current kv row (or absent)."""
+    if row is None:
+        return (None, None, None, None, None)
+    _key, value, create_rev, mod_rev, version, lease = row
+    return (value, create_rev, mod_rev, version, lease)

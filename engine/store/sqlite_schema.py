@@ -1,0 +1,70 @@
+"""The SQLite backend's tables, its connection settings and its single-owner file lock."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import sqlite3
+
+from ccattler.engine.store.base import StoreUnavailable
+
+# `kv` is the current state; `history` is the change log since the compaction revision, one row per
+# changed key with the previous version alongside, so watches replay it and `range` at an older
+# revision undoes it. A NULL `value` in history is a delete.
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS kv (
+    key TEXT PRIMARY KEY, value BLOB NOT NULL, create_rev INTEGER NOT NULL,
+    mod_rev INTEGER NOT NULL, version INTEGER NOT NULL, lease INTEGER
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS kv_lease ON kv(lease) WHERE lease IS NOT NULL;
+CREATE TABLE IF NOT EXISTS history (
+    rev INTEGER NOT NULL, seq INTEGER NOT NULL, key TEXT NOT NULL,
+    value BLOB, create_rev INTEGER, version INTEGER, lease INTEGER,
+    prev_value BLOB, prev_create INTEGER, prev_mod INTEGER, prev_version INTEGER, prev_lease INTEGER,
+    PRIMARY KEY (rev, seq)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS leases (id INTEGER PRIMARY KEY AUTOINCREMENT, ttl REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;
+INSERT OR IGNORE INTO meta VALUES ('revision', 1), ('compacted', 0);
+"""
+
+
+def connect(path: str | None) -> sqlite3.Connection:
+    """One autocommit connection (transactions are explicit), durable on disk: WAL, fsync on commit."""
+    try:
+        conn = sqlite3.connect(path or ":memory:", isolation_level=None, check_same_thread=False)
+        if path is not None:
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=FULL")
+        conn.executescript(SCHEMA)
+    except sqlite3.Error as exc:
+        raise StoreUnavailable(f"cannot open SQLite store {path}: {exc}") from None
+    return conn
+
+
+class OwnerLock:
+    """An exclusive fcntl lock on `<db>.lock`: one live process owns a store file at a time."""
+
+    def __init__(self, db_path: str) -> None:
+        self.path = db_path + ".lock"
+        try:
+            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        except OSError as exc:
+            raise StoreUnavailable(f"cannot create lock file {self.path}: {exc.strerror}") from None
+        try:
+            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            owner = os.read(self._fd, 32).decode(errors="replace").strip() or "unknown"
+            os.close(self._fd)
+            raise StoreUnavailable(
+                f"SQLite store {db_path} is owned by another live process (pid {owner}); "
+                "only one process may open it — reach it through that process's API"
+            ) from None
+        os.ftruncate(self._fd, 0)
+        os.pwrite(self._fd, str(os.getpid()).encode(), 0)
+
+    def release(self) -> None:
+        if self._fd >= 0:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+            os.close(self._fd)
+            self._fd = -1
