@@ -1,0 +1,246 @@
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class Empty(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class Json(_message.Message):
+    __slots__ = ("json",)
+    JSON_FIELD_NUMBER: _ClassVar[int]
+    json: str
+    def __init__(self, json: _Optional[str] = ...) -> None: ...
+
+class Source(_message.Message):
+    __slots__ = ("path", "text")
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    path: str
+    text: str
+    def __init__(self, path: _Optional[str] = ..., text: _Optional[str] = ...) -> None: ...
+
+class ApplyRequest(_message.Message):
+    __slots__ = ("sources", "tenant", "dry_run")
+    SOURCES_FIELD_NUMBER: _ClassVar[int]
+    TENANT_FIELD_NUMBER: _ClassVar[int]
+    DRY_RUN_FIELD_NUMBER: _ClassVar[int]
+    sources: _containers.RepeatedCompositeFieldContainer[Source]
+    tenant: str
+    dry_run: bool
+    def __init__(self, sources: _Optional[_Iterable[_Union[Source, _Mapping]]] = ..., tenant: _Optional[str] = ..., dry_run: _Optional[bool] = ...) -> None: ...
+
+class DeleteRequest(_message.Message):
+    __slots__ = ("kind", "name", "tenant", "sources")
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    TENANT_FIELD_NUMBER: _ClassVar[int]
+    SOURCES_FIELD_NUMBER: _ClassVar[int]
+    kind: str
+    name: str
+    tenant: str
+    sources: _containers.RepeatedCompositeFieldContainer[Source]
+    def __init__(self, kind: _Optional[str] = ..., name: _Optional[str] = ..., tenant: _Optional[str] = ..., sources: _Optional[_Iterable[_Union[Source, _Mapping]]] = ...) -> None: ...
+
+class GetRequest(_message.Message):
+    __slots__ = ("kind", "name", "tenant", "all_tenants", "tags")
+    class TagsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    TENANT_FIELD_NUMBER: _ClassVar[int]
+    ALL_TENANTS_FIELD_NUMBER: _ClassVar[int]
+    TAGS_FIELD_NUMBER: _ClassVar[int]
+    kind: str
+    name: str
+    tenant: str
+    all_tenants: bool
+    tags: _containers.ScalarMap[str, str]
+    def __init__(self, kind: _Optional[str] = ..., name: _Optional[str] = ..., tenant: _Optional[str] = ..., all_tenants: _Optional[bool] = ..., tags: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
+class WatchRequest(_message.Message):
+    __slots__ = ("prefix", "from_revision")
+    PREFIX_FIELD_NUMBER: _ClassVar[int]
+    FROM_REVISION_FIELD_NUMBER: _ClassVar[int]
+    prefix: str
+    from_revision: int
+    def __init__(self, prefix: _Optional[str] = ..., from_revision: _Optional[int] = ...) -> None: ...
+
+class Event(_message.Message):
+    __slots__ = ("kind", "key", "value_json", "revision")
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    VALUE_JSON_FIELD_NUMBER: _ClassVar[int]
+    REVISION_FIELD_NUMBER: _ClassVar[int]
+    kind: str
+    key: str
+    value_json: str
+    revision: int
+    def __init__(self, kind: _Optional[str] = ..., key: _Optional[str] = ..., value_json: _Optional[str] = ..., revision: _Optional[int] = ...) -> None: ...
+
+class ExplainRequest(_message.Message):
+    __slots__ = ("target", "tenant")
+    TARGET_FIELD_NUMBER: _ClassVar[int]
+    TENANT_FIELD_NUMBER: _ClassVar[int]
+    target: str
+    tenant: str
+    def __init__(self, target: _Optional[str] = ..., tenant: _Optional[str] = ...) -> None: ...
+
+class PolicyRequest(_message.Message):
+    __slots__ = ("name", "text")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    text: str
+    def __init__(self, name: _Optional[str] = ..., text: _Optional[str] = ...) -> None: ...
+
+class SecretRequest(_message.Message):
+    __slots__ = ("name", "tenant", "value")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    TENANT_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    tenant: str
+    value: bytes
+    def __init__(self, name: _Optional[str] = ..., tenant: _Optional[str] = ..., value: _Optional[bytes] = ...) -> None: ...
+
+class TokenRequest(_message.Message):
+    __slots__ = ("ttl_seconds",)
+    TTL_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    ttl_seconds: float
+    def __init__(self, ttl_seconds: _Optional[float] = ...) -> None: ...
+
+class UserRequest(_message.Message):
+    __slots__ = ("name", "team", "groups", "ttl_seconds")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    TEAM_FIELD_NUMBER: _ClassVar[int]
+    GROUPS_FIELD_NUMBER: _ClassVar[int]
+    TTL_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    team: str
+    groups: _containers.RepeatedScalarFieldContainer[str]
+    ttl_seconds: float
+    def __init__(self, name: _Optional[str] = ..., team: _Optional[str] = ..., groups: _Optional[_Iterable[str]] = ..., ttl_seconds: _Optional[float] = ...) -> None: ...
+
+class AuditRequest(_message.Message):
+    __slots__ = ("limit",)
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    limit: int
+    def __init__(self, limit: _Optional[int] = ...) -> None: ...
+
+class Token(_message.Message):
+    __slots__ = ("token", "id", "expires")
+    TOKEN_FIELD_NUMBER: _ClassVar[int]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    EXPIRES_FIELD_NUMBER: _ClassVar[int]
+    token: str
+    id: str
+    expires: float
+    def __init__(self, token: _Optional[str] = ..., id: _Optional[str] = ..., expires: _Optional[float] = ...) -> None: ...
+
+class JoinRequest(_message.Message):
+    __slots__ = ("token", "node", "csr")
+    TOKEN_FIELD_NUMBER: _ClassVar[int]
+    NODE_FIELD_NUMBER: _ClassVar[int]
+    CSR_FIELD_NUMBER: _ClassVar[int]
+    token: str
+    node: str
+    csr: bytes
+    def __init__(self, token: _Optional[str] = ..., node: _Optional[str] = ..., csr: _Optional[bytes] = ...) -> None: ...
+
+class Certificate(_message.Message):
+    __slots__ = ("cert", "ca", "expires")
+    CERT_FIELD_NUMBER: _ClassVar[int]
+    CA_FIELD_NUMBER: _ClassVar[int]
+    EXPIRES_FIELD_NUMBER: _ClassVar[int]
+    cert: bytes
+    ca: bytes
+    expires: float
+    def __init__(self, cert: _Optional[bytes] = ..., ca: _Optional[bytes] = ..., expires: _Optional[float] = ...) -> None: ...
+
+class CsrRequest(_message.Message):
+    __slots__ = ("csr",)
+    CSR_FIELD_NUMBER: _ClassVar[int]
+    csr: bytes
+    def __init__(self, csr: _Optional[bytes] = ...) -> None: ...
+
+class WorkloadCertRequest(_message.Message):
+    __slots__ = ("instance", "csr")
+    INSTANCE_FIELD_NUMBER: _ClassVar[int]
+    CSR_FIELD_NUMBER: _ClassVar[int]
+    instance: str
+    csr: bytes
+    def __init__(self, instance: _Optional[str] = ..., csr: _Optional[bytes] = ...) -> None: ...
+
+class RegisterRequest(_message.Message):
+    __slots__ = ("node_json", "ttl_seconds")
+    NODE_JSON_FIELD_NUMBER: _ClassVar[int]
+    TTL_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    node_json: str
+    ttl_seconds: float
+    def __init__(self, node_json: _Optional[str] = ..., ttl_seconds: _Optional[float] = ...) -> None: ...
+
+class Lease(_message.Message):
+    __slots__ = ("lease", "ttl_seconds")
+    LEASE_FIELD_NUMBER: _ClassVar[int]
+    TTL_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    lease: int
+    ttl_seconds: float
+    def __init__(self, lease: _Optional[int] = ..., ttl_seconds: _Optional[float] = ...) -> None: ...
+
+class HeartbeatRequest(_message.Message):
+    __slots__ = ("lease",)
+    LEASE_FIELD_NUMBER: _ClassVar[int]
+    lease: int
+    def __init__(self, lease: _Optional[int] = ...) -> None: ...
+
+class HeartbeatReply(_message.Message):
+    __slots__ = ("revision",)
+    REVISION_FIELD_NUMBER: _ClassVar[int]
+    revision: int
+    def __init__(self, revision: _Optional[int] = ...) -> None: ...
+
+class Observation(_message.Message):
+    __slots__ = ("key", "value_json")
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    VALUE_JSON_FIELD_NUMBER: _ClassVar[int]
+    key: str
+    value_json: str
+    def __init__(self, key: _Optional[str] = ..., value_json: _Optional[str] = ...) -> None: ...
+
+class ReportRequest(_message.Message):
+    __slots__ = ("observations",)
+    OBSERVATIONS_FIELD_NUMBER: _ClassVar[int]
+    observations: _containers.RepeatedCompositeFieldContainer[Observation]
+    def __init__(self, observations: _Optional[_Iterable[_Union[Observation, _Mapping]]] = ...) -> None: ...
+
+class SecretsRequest(_message.Message):
+    __slots__ = ("instance",)
+    INSTANCE_FIELD_NUMBER: _ClassVar[int]
+    instance: str
+    def __init__(self, instance: _Optional[str] = ...) -> None: ...
+
+class SecretValue(_message.Message):
+    __slots__ = ("name", "value", "mount")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    MOUNT_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    value: bytes
+    mount: str
+    def __init__(self, name: _Optional[str] = ..., value: _Optional[bytes] = ..., mount: _Optional[str] = ...) -> None: ...
+
+class Secrets(_message.Message):
+    __slots__ = ("secrets",)
+    SECRETS_FIELD_NUMBER: _ClassVar[int]
+    secrets: _containers.RepeatedCompositeFieldContainer[SecretValue]
+    def __init__(self, secrets: _Optional[_Iterable[_Union[SecretValue, _Mapping]]] = ...) -> None: ...
