@@ -1,0 +1,135 @@
+"""The runtime interface every container runtime implements (runc, process, sim), and its values.
+
+A runtime knows containers by name (`tenant/instance`); it creates, starts, stops and removes them,
+lists what exists (so the reconciler can find orphans), and reads usage, logs and exec.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Literal
+
+from ccattler.engine.facts import CcaError
+
+
+class ContainerError(CcaError):
+    """A runtime operation failed (the message says which container and why)."""
+
+
+class ContainerNotFound(ContainerError):
+    """The runtime has no container of that name."""
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigFile:
+    """A file placed in the container at `path` (absolute) before it starts."""
+
+    path: str
+    content: str
+
+
+@dataclass(frozen=True, slots=True)
+class ContainerSpec:
+    """Everything a runtime needs to create one container.
+
+    `name` is `tenant/instance`; `command` runs through `sh -c` (None: the image's entrypoint);
+    `netns` is the path of a network namespace prepared by the networking layer (runc only).
+    """
+
+    name: str
+    image: str
+    command: str | None = None
+    env: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    files: tuple[ConfigFile, ...] = ()
+    cpu_millis: int = 0
+    memory_bytes: int = 0
+    netns: str | None = None
+    ip: str | None = None
+    spec_hash: str = ""
+
+    @property
+    def hostname(self) -> str:
+        return self.name.rsplit("/", 1)[-1]
+
+
+State = Literal["created", "running", "exited"]
+
+
+@dataclass(frozen=True, slots=True)
+class ContainerStatus:
+    """What a runtime sees of one container. `exit_code` is None when the runtime cannot know it."""
+
+    name: str
+    state: State
+    spec_hash: str = ""
+    pid: int | None = None
+    exit_code: int | None = None
+    reason: str | None = None
+    started_at: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """Resource usage of one container: cumulative cpu time and current memory."""
+
+    cpu_seconds: float
+    memory_bytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class ExecResult:
+    exit_code: int
+    stdout: bytes
+    stderr: bytes
+
+
+class Runtime(abc.ABC):
+    """One container runtime. Every method is synchronous and safe to call from one thread."""
+
+    #: "runc", "process" or "sim".
+    kind: str
+    #: True when containers get their own network namespace (the reconciler attaches a veth).
+    isolated_network: bool = False
+
+    @abc.abstractmethod
+    def create(self, spec: ContainerSpec) -> None:
+        """Prepare the container (rootfs, config); raise if a container of that name exists."""
+
+    @abc.abstractmethod
+    def start(self, name: str) -> None:
+        """Start a created container."""
+
+    @abc.abstractmethod
+    def stop(self, name: str, timeout: float = 5.0) -> None:
+        """Ask the container to stop (SIGTERM), kill it after `timeout` seconds; no-op if exited."""
+
+    @abc.abstractmethod
+    def remove(self, name: str) -> None:
+        """Delete the container and everything it owns (kills it first); no-op if absent."""
+
+    @abc.abstractmethod
+    def list(self) -> list[ContainerStatus]:
+        """Every container this runtime holds, in any state."""
+
+    @abc.abstractmethod
+    def stats(self, name: str) -> Usage:
+        """Current usage of a container."""
+
+    @abc.abstractmethod
+    def exec(self, name: str, argv: list[str], timeout: float = 30.0) -> ExecResult:
+        """Run `argv` inside a running container and return its output."""
+
+    @abc.abstractmethod
+    def logs(self, name: str, tail_bytes: int | None = None) -> bytes:
+        """The container's combined stdout and stderr (the last `tail_bytes` if given)."""
+
+    def status(self, name: str) -> ContainerStatus | None:
+        """The status of one container, or None when absent."""
+        return next((s for s in self.list() if s.name == name), None)
+
+    def prune(self) -> list[str]:
+        """Remove leftovers that belong to no container (e.g. after a crash); returns what went."""
+        return []

@@ -1,0 +1,253 @@
+"""The runc runtime: one OCI bundle per container (an overlay over the image's unpacked rootfs),
+run detached with stdio redirected to a log file, listed and killed through runc's own state.
+
+Knobs: `state_dir` (bundles under `<state>/containers/<id>`) and `runc_root` (runc's state, default
+`/run/ccattler/runc`; everything in it belongs to this runtime, which is how orphans are found).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+from ccattler.agent.images.store import ImageStore
+from ccattler.agent.runtime.base import (
+    ContainerError,
+    ContainerNotFound,
+    ContainerSpec,
+    ContainerStatus,
+    ExecResult,
+    Runtime,
+    Usage,
+)
+from ccattler.agent.runtime.oci_spec import runtime_config
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_MNT_DETACH = 2
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
+
+
+def container_id(name: str) -> str:
+    """A runc id for `tenant/instance`: readable, and unique through a short hash of the name."""
+    return f"{_UNSAFE.sub('_', name.replace('/', '.'))}-{hashlib.sha256(name.encode()).hexdigest()[:8]}"
+
+
+def _mount_overlay(lower: Path, upper: Path, work: Path, target: Path) -> None:
+    opts = f"lowerdir={lower},upperdir={upper},workdir={work}".encode()
+    if _libc.mount(b"overlay", str(target).encode(), b"overlay", 0, opts) != 0:
+        err = ctypes.get_errno()
+        raise ContainerError(f"cannot mount the container rootfs at {target}: {os.strerror(err)}")
+
+
+def _umount(target: Path) -> None:
+    if os.path.ismount(target):
+        _libc.umount2(str(target).encode(), _MNT_DETACH)
+
+
+class RuncRuntime(Runtime):
+    """Containers run by `runc` with the images of `images`."""
+
+    kind = "runc"
+    isolated_network = True
+
+    def __init__(self, state_dir: Path | str, images: ImageStore,
+                 runc_root: Path | str = "/run/ccattler/runc", runc: str = "runc",
+                 cgroup_parent: str = "ccattler"):
+        if os.geteuid() != 0:
+            raise ContainerError("the runc runtime needs root (use --runtime process for development)")
+        if shutil.which(runc) is None:
+            raise ContainerError(f"{runc} not found: install Debian's runc")
+        self.bundles = Path(state_dir) / "containers"
+        self.bundles.mkdir(parents=True, exist_ok=True)
+        self.images = images
+        self.root = Path(runc_root)
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.runc = runc
+        self.cgroup_parent = cgroup_parent
+
+    # -- lifecycle -----------------------------------------------------------------------------
+    def create(self, spec: ContainerSpec) -> None:
+        cid = container_id(spec.name)
+        bundle = self.bundles / cid
+        if bundle.exists():
+            raise ContainerError(f"container {spec.name} already exists")
+        image = self.images.resolve(spec.image)
+        lower = self.images.rootfs(spec.image)
+        try:
+            for part in ("upper", "work", "rootfs"):
+                (bundle / part).mkdir(parents=True)
+            self._write_files(bundle / "upper", spec)
+            config = runtime_config(spec, image, f"/{self.cgroup_parent}/{cid}")
+            (bundle / "config.json").write_text(json.dumps(config))
+            meta = {"name": spec.name, "spec_hash": spec.spec_hash, "image": image.name,
+                    "created": time.time()}
+            (bundle / "meta.json").write_text(json.dumps(meta))
+            _mount_overlay(lower, bundle / "upper", bundle / "work", bundle / "rootfs")
+        except (OSError, ContainerError):
+            self._discard(cid)
+            raise
+
+    def start(self, name: str) -> None:
+        cid = container_id(name)
+        bundle = self.bundles / cid
+        if not (bundle / "config.json").exists():
+            raise ContainerNotFound(f"container {name} does not exist")
+        with open(bundle / "log", "ab") as log:
+            # runc run -d hands our stdio to the container: files, never pipes, or the caller hangs.
+            result = subprocess.run(
+                [self.runc, "--root", str(self.root), "run", "-d", "--bundle", str(bundle), cid],
+                stdin=subprocess.DEVNULL, stdout=log, stderr=log, timeout=60)
+        if result.returncode != 0:
+            tail = (bundle / "log").read_bytes()[-400:].decode(errors="replace").strip()
+            raise ContainerError(f"runc could not start {name}: {tail}")
+        (bundle / "started").write_text(str(time.time()))
+
+    def stop(self, name: str, timeout: float = 5.0) -> None:
+        cid = container_id(name)
+        if self._state(cid) != "running":
+            return
+        self._runc("kill", cid, "TERM", check=False)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self._state(cid) != "running":
+                return
+            time.sleep(0.05)
+        self._runc("kill", "--all", cid, "KILL", check=False)
+        for _ in range(100):
+            if self._state(cid) != "running":
+                return
+            time.sleep(0.02)
+        raise ContainerError(f"container {name} did not stop after SIGKILL")
+
+    def remove(self, name: str) -> None:
+        self._discard(container_id(name))
+
+    def _discard(self, cid: str) -> None:
+        if self._state(cid) is not None:
+            self._runc("delete", "--force", cid, check=False)
+        bundle = self.bundles / cid
+        _umount(bundle / "rootfs")
+        shutil.rmtree(bundle, ignore_errors=True)
+
+    # -- observation ---------------------------------------------------------------------------
+    def list(self) -> list[ContainerStatus]:
+        known = {entry["id"]: entry for entry in self._runc_list()}
+        statuses = []
+        for bundle in sorted(self.bundles.iterdir()):
+            meta = self._meta(bundle)
+            if meta is None:
+                continue
+            entry = known.get(bundle.name)
+            if entry is None:
+                statuses.append(ContainerStatus(meta["name"], "created", meta.get("spec_hash", "")))
+                continue
+            running = entry["status"] in ("running", "paused", "created")
+            started = bundle / "started"
+            statuses.append(ContainerStatus(
+                name=meta["name"], state="running" if running else "exited",
+                spec_hash=meta.get("spec_hash", ""), pid=entry.get("pid") or None,
+                reason=None if running else self._exit_reason(bundle.name),
+                started_at=float(started.read_text()) if started.exists() else None))
+        return statuses
+
+    def prune(self) -> list[str]:
+        """Delete runc containers without a bundle and bundles without metadata (crash leftovers)."""
+        pruned = []
+        bundles = {b.name for b in self.bundles.iterdir() if self._meta(b) is not None}
+        for entry in self._runc_list():
+            if entry["id"] not in bundles:
+                self._runc("delete", "--force", entry["id"], check=False)
+                pruned.append(entry["id"])
+        for bundle in self.bundles.iterdir():
+            if bundle.name not in bundles:
+                self._discard(bundle.name)
+                pruned.append(bundle.name)
+        return pruned
+
+    def stats(self, name: str) -> Usage:
+        out = self._runc("events", "--stats", container_id(name))
+        data = json.loads(out).get("data", {})
+        cpu = data.get("cpu", {}).get("usage", {}).get("total", 0)
+        memory = data.get("memory", {}).get("usage", {}).get("usage", 0)
+        return Usage(cpu_seconds=cpu / 1e9, memory_bytes=int(memory))
+
+    def exec(self, name: str, argv: list[str], timeout: float = 30.0) -> ExecResult:
+        cid = container_id(name)
+        if self._state(cid) != "running":
+            raise ContainerError(f"container {name} is not running")
+        try:
+            result = subprocess.run([self.runc, "--root", str(self.root), "exec", cid, *argv],
+                                    stdin=subprocess.DEVNULL, capture_output=True, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise ContainerError(f"exec in {name} did not finish within {timeout:g}s") from None
+        return ExecResult(result.returncode, result.stdout, result.stderr)
+
+    def logs(self, name: str, tail_bytes: int | None = None) -> bytes:
+        path = self.bundles / container_id(name) / "log"
+        if not path.parent.exists():
+            raise ContainerNotFound(f"container {name} does not exist")
+        if not path.exists():
+            return b""
+        with open(path, "rb") as f:
+            if tail_bytes is not None:
+                f.seek(max(0, path.stat().st_size - tail_bytes))
+            return f.read()
+
+    # -- internals -----------------------------------------------------------------------------
+    def _runc(self, *args: str, check: bool = True) -> str:
+        result = subprocess.run([self.runc, "--root", str(self.root), *args], stdin=subprocess.DEVNULL,
+                                capture_output=True, text=True, timeout=30)
+        if check and result.returncode != 0:
+            raise ContainerError(f"runc {args[0]} {args[-1]}: {result.stderr.strip()}")
+        return result.stdout
+
+    def _runc_list(self) -> list[dict[str, Any]]:
+        return json.loads(self._runc("list", "--format", "json") or "null") or []
+
+    def _state(self, cid: str) -> str | None:
+        result = subprocess.run([self.runc, "--root", str(self.root), "state", cid], stdin=subprocess.DEVNULL,
+                                capture_output=True, text=True, timeout=30)
+        return json.loads(result.stdout)["status"] if result.returncode == 0 else None
+
+    @staticmethod
+    def _meta(bundle: Path) -> dict[str, Any] | None:
+        try:
+            return json.loads((bundle / "meta.json").read_text())
+        except (OSError, ValueError):
+            return None
+
+    def _exit_reason(self, cid: str) -> str:
+        """Why a container stopped, as far as runc lets us know: OOM kills are visible in its cgroup."""
+        v1 = Path("/sys/fs/cgroup/memory") / self.cgroup_parent / cid / "memory.oom_control"
+        v2 = Path("/sys/fs/cgroup") / self.cgroup_parent / cid / "memory.events"
+        for path in (v1, v2):
+            try:
+                for line in path.read_text().splitlines():
+                    key, _, value = line.partition(" ")
+                    if key == "oom_kill" and value.strip() not in ("", "0"):
+                        return "killed: out of memory"
+            except OSError:
+                continue
+        return "exited"
+
+    @staticmethod
+    def _write_files(upper: Path, spec: ContainerSpec) -> None:
+        files = {"/etc/hostname": spec.hostname + "\n"}
+        hosts = "127.0.0.1\tlocalhost\n" + (f"{spec.ip}\t{spec.hostname}\n" if spec.ip else "")
+        files["/etc/hosts"] = hosts
+        files.update({f.path: f.content for f in spec.files})
+        for path, content in files.items():
+            parts = [p for p in path.split("/") if p not in ("", ".")]
+            if not path.startswith("/") or ".." in parts or not parts:
+                raise ContainerError(f"{spec.name}: config file path {path!r} must be absolute, without '..'")
+            target = upper.joinpath(*parts)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(content)
