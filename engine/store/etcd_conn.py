@@ -1,0 +1,124 @@
+"""gRPC channels to the endpoints of one etcd cluster: calls with failover, and etcd's errors as ours."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import grpc
+from etcd3 import etcdrpc
+
+from ccattler.engine.store.base import (
+    Compacted,
+    LeaseNotFound,
+    StoreError,
+    StoreUnavailable,
+    TxnTooLarge,
+)
+
+# Values are at most 1 MiB and ranges are paged, but a page of large values can pass gRPC's 4 MiB.
+_CHANNEL_OPTIONS = [("grpc.max_receive_message_length", -1), ("grpc.max_send_message_length", -1)]
+
+# etcd's error text → (our error type, what to tell the user). Matched as substrings, in order.
+_KNOWN_ERRORS: list[tuple[str, type[StoreError], str]] = [
+    ("too many operations in txn request", TxnTooLarge,
+     "the txn has more operations than the etcd server's --max-txn-ops limit; nothing was written"),
+    ("request is too large", TxnTooLarge,
+     "the txn is larger than the etcd server's --max-request-bytes limit; nothing was written"),
+    ("larger than max", TxnTooLarge,
+     "the txn is larger than the etcd server's --max-request-bytes limit; nothing was written"),
+    ("required revision has been compacted", Compacted, "the requested revision has been compacted"),
+    ("required revision is a future revision", StoreError, "the requested revision is in the future"),
+    ("requested lease not found", LeaseNotFound, "the lease does not exist (expired or revoked)"),
+]
+
+
+def parse_endpoints(url: str, location: str) -> list[tuple[str, int]]:
+    """`h1:p1,h2:p2` → [(h1, p1), (h2, p2)], or a `StoreError` naming the URL."""
+    endpoints = []
+    for part in location.split(","):
+        host, sep, port = part.strip().rpartition(":")
+        host = host.strip("[]")
+        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise StoreError(f"store URL {url!r}: endpoint {part!r} is not host:port")
+        endpoints.append((host, int(port)))
+    return endpoints
+
+
+class Connection:
+    """The cluster's endpoints, one channel each; calls go to the current one and fail over in order."""
+
+    def __init__(self, endpoints: list[tuple[str, int]], url: str, timeout: float) -> None:
+        self.url = url
+        self.timeout = timeout
+        self._targets = [f"{host}:{port}" for host, port in endpoints]
+        self._channels: dict[int, grpc.Channel] = {}
+        self._stubs: dict[tuple[int, str], Any] = {}
+        self._current = 0
+        self._lock = threading.Lock()
+
+    def stub(self, service: str) -> tuple[int, Any]:
+        """(endpoint index, stub) for the current endpoint."""
+        with self._lock:
+            index = self._current
+            stub = self._stubs.get((index, service))
+            if stub is None:
+                channel = self._channels.get(index)
+                if channel is None:
+                    channel = grpc.insecure_channel(self._targets[index], options=_CHANNEL_OPTIONS)
+                    self._channels[index] = channel
+                stub = self._stubs[(index, service)] = getattr(etcdrpc, f"{service}Stub")(channel)
+            return index, stub
+
+    def fail_over(self, index: int) -> None:
+        """Endpoint `index` failed: move to the next one (unless another thread already did)."""
+        with self._lock:
+            if self._current == index:
+                self._current = (index + 1) % len(self._targets)
+
+    def call(
+        self, service: str, method: str, request: Any, *, write: bool = False, stream: bool = False
+    ) -> Any:
+        """One unary call (or the first response of a stream), trying each endpoint once at most.
+
+        A write is retried on the next endpoint only when the connection was refused, so it cannot
+        have reached the server; any other failure of a write is reported, never repeated.
+        """
+        for attempt in range(len(self._targets)):
+            index, stub = self.stub(service)
+            try:
+                if not stream:
+                    return getattr(stub, method)(request, timeout=self.timeout)
+                responses = getattr(stub, method)(request, timeout=self.timeout)
+                try:
+                    return next(responses, None)
+                finally:
+                    responses.cancel()
+            except grpc.RpcError as exc:
+                if exc.code() not in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+                    raise self.error(exc) from None
+                self.fail_over(index)
+                unsent = "failed to connect" in (exc.details() or "").lower()
+                if attempt == len(self._targets) - 1 or (write and not unsent):
+                    raise self.error(exc) from None
+        raise AssertionError("unreachable: the loop returns or raises")
+
+    def error(self, exc: grpc.RpcError) -> StoreError:
+        """etcd's gRPC error as one of ours, naming the URL and, for size errors, the limit."""
+        details = exc.details() or str(exc.code())
+        for text, kind, message in _KNOWN_ERRORS:
+            if text in details:
+                return kind(f"etcd at {self.url}: {message} ({details})")
+        if exc.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+            return StoreUnavailable(f"etcd at {self.url} is unreachable: {details}")
+        if exc.code() == grpc.StatusCode.RESOURCE_EXHAUSTED:
+            return TxnTooLarge(f"etcd at {self.url}: the request exceeds a server limit "
+                               f"(--max-request-bytes); nothing was written ({details})")
+        return StoreError(f"etcd at {self.url}: {details}")
+
+    def close(self) -> None:
+        with self._lock:
+            for channel in self._channels.values():
+                channel.close()
+            self._channels.clear()
+            self._stubs.clear()
