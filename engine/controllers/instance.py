@@ -1,0 +1,218 @@
+"""The instance controller: desired replica counts become `derived/instance/...` documents with stable ids.
+
+Stateless services get instances `<service>-<suffix>`, the suffix a short hash of (service, spec
+hash, slot), so a re-run on the same snapshot changes nothing and a spec change yields new names;
+`stateful` services get ordinals `<service>-0`, `<service>-1`… updated in place. Scaling down
+removes the newest (stateless) or the highest ordinals (stateful) first. The rollout controller
+(a later issue) steers spec changes through `derived/rollout/<tenant>/<service>`: see
+`rollout_counts` and docs/controllers.md.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections import defaultdict
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from ccattler.engine.controllers.base import ChangeSet, Snapshot
+from ccattler.engine.facts import ServiceRef, instance_key
+
+SERVICES = "desired/service/"
+INSTANCES = "derived/instance/"
+ROLLOUTS = "derived/rollout/"
+
+#: The fields of a service whose change needs a new container (everything the container is built from).
+SPEC_FIELDS = ("image", "command", "env", "config", "resources", "secrets", "connections", "volumes", "init")
+
+#: Suffix alphabet without vowels (no accidental words) and without look-alikes (0/o, 1/l, 3/e).
+_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+SUFFIX_LENGTH = 5
+_ORDINAL = re.compile(r"(0|[1-9][0-9]*)\Z")
+
+
+def spec_hash(service: Mapping[str, Any]) -> str:
+    """A stable hash of the fields of `service` that require a new container when they change."""
+    spec = {name: service.get(name) for name in SPEC_FIELDS}
+    data = json.dumps(spec, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(data.encode()).hexdigest()[:16]
+
+
+def instance_suffix(service: ServiceRef, spec: str, slot: int) -> str:
+    """The deterministic suffix of a stateless instance: a short hash of service, spec and slot."""
+    digest = int.from_bytes(hashlib.sha256(f"{service.full}\0{spec}\0{slot}".encode()).digest()[:8], "big")
+    chars = []
+    for _ in range(SUFFIX_LENGTH):
+        digest, index = divmod(digest, len(_ALPHABET))
+        chars.append(_ALPHABET[index])
+    return "".join(chars)
+
+
+def rollout_counts(
+    service: Mapping[str, Any], spec: str, rollout: Mapping[str, Any] | None
+) -> dict[str, int]:
+    """How many instances of each spec hash should exist.
+
+    Without a rollout document every instance runs the current `spec`. A rollout document
+    `{"spec": <hash being rolled out>, "counts": {<hash>: n, …}}` applies only while its `spec` is
+    the current one (a stale document from an earlier change is ignored); counts for older specs
+    only cap how many existing instances keep them (they are never created anew).
+    """
+    instances = max(0, int(service.get("instances", 1) or 0))
+    if not rollout or rollout.get("spec") != spec:
+        return {spec: instances}
+    counts = {str(k): max(0, int(v)) for k, v in (rollout.get("counts") or {}).items()}
+    counts.setdefault(spec, instances)
+    return counts
+
+
+@dataclass(frozen=True, slots=True)
+class _Existing:
+    key: str
+    name: str
+    doc: Mapping[str, Any]
+    mod_revision: int
+
+
+class InstanceController:
+    """Keeps `derived/instance/<tenant>/<service>/<instance>` in line with `desired/service/...`."""
+
+    name: ClassVar[str] = "instance"
+    reads: ClassVar[tuple[str, ...]] = (SERVICES, INSTANCES, ROLLOUTS)
+    writes: ClassVar[tuple[str, ...]] = (INSTANCES,)
+
+    def depends_on(self, key: str) -> tuple[str, ...]:
+        """An instance is derived from its service: commits are guarded by the service's revision."""
+        tenant, service, _ = key[len(INSTANCES):].split("/", 2)
+        return (f"{SERVICES}{tenant}/{service}", f"{ROLLOUTS}{tenant}/{service}")
+
+    def reconcile(self, snapshot: Snapshot, now: float) -> ChangeSet:
+        services: dict[ServiceRef, Mapping[str, Any]] = {}
+        for key, doc in snapshot.under(SERVICES):
+            tenant, name = key[len(SERVICES):].split("/", 1)
+            services[ServiceRef(tenant, name)] = doc
+        existing: dict[ServiceRef, list[_Existing]] = defaultdict(list)
+        for key, doc in snapshot.under(INSTANCES):
+            tenant, service, name = key[len(INSTANCES):].split("/", 2)
+            existing[ServiceRef(tenant, service)].append(
+                _Existing(key, name, doc, snapshot.mod_revisions.get(key, 0))
+            )
+
+        puts: dict[str, Any] = {}
+        deletes: set[str] = set()
+        groups: list[frozenset[str]] = []
+        for ref in sorted(services.keys() | existing.keys()):
+            service = services.get(ref)
+            have = existing.get(ref, [])
+            if service is None:
+                deletes.update(inst.key for inst in have)
+                continue
+            rollout = snapshot.get(f"{ROLLOUTS}{ref.tenant}/{ref.name}")
+            if service.get("stateful"):
+                _stateful(ref, service, rollout, have, puts, deletes)
+            else:
+                _stateless(ref, service, rollout, have, puts, deletes, groups)
+        return ChangeSet(puts=puts, deletes=frozenset(deletes), groups=tuple(groups))
+
+
+def _document(ref: ServiceRef, service: Mapping[str, Any], spec: str, name: str, ordinal: int | None) -> dict:
+    resources = service.get("resources") or {}
+    return {
+        "service": ref.full,
+        "name": name,
+        "ordinal": ordinal,
+        "spec": spec,
+        "image": service.get("image"),
+        "resources": {"cpu": int(resources.get("cpu", 0)), "memory": int(resources.get("memory", 0))},
+    }
+
+
+def _oldest_first(instances: list[_Existing]) -> list[_Existing]:
+    # Stateless documents are never rewritten, so mod_revision is their creation revision.
+    return sorted(instances, key=lambda inst: (inst.mod_revision, inst.name))
+
+
+def _stateless(
+    ref: ServiceRef,
+    service: Mapping[str, Any],
+    rollout: Mapping[str, Any] | None,
+    have: list[_Existing],
+    puts: dict[str, Any],
+    deletes: set[str],
+    groups: list[frozenset[str]],
+) -> None:
+    spec = spec_hash(service)
+    counts = rollout_counts(service, spec, rollout)
+    by_spec: dict[str, list[_Existing]] = defaultdict(list)
+    removed: list[str] = []
+    for inst in have:
+        if inst.doc.get("ordinal") is None:
+            by_spec[str(inst.doc.get("spec"))].append(inst)
+        else:  # left over from when the service was stateful
+            removed.append(inst.key)
+    kept_current = 0
+    for old_spec, instances in by_spec.items():
+        keep = counts.get(old_spec, 0)
+        ordered = _oldest_first(instances)
+        removed.extend(inst.key for inst in ordered[keep:])
+        if old_spec == spec:
+            kept_current = min(keep, len(ordered))
+            for inst in ordered[:keep]:  # rewrite a current-spec document only if its shape is stale
+                want = _document(ref, service, spec, inst.name, None)
+                if dict(inst.doc) != want:
+                    puts[inst.key] = want
+
+    taken = {inst.name for inst in have}
+    created: list[str] = []
+    slot = 0
+    while len(created) < counts[spec] - kept_current:
+        name = f"{ref.name}-{instance_suffix(ref, spec, slot)}"
+        slot += 1
+        if name in taken:
+            continue
+        taken.add(name)
+        key = instance_key(ref, name)
+        puts[key] = _document(ref, service, spec, name, None)
+        created.append(key)
+
+    # A replaced instance and its replacement commit together: never a moment with neither.
+    removed.sort()
+    for old, new in zip(removed, created, strict=False):
+        groups.append(frozenset((old, new)))
+    deletes.update(removed)
+
+
+def _stateful(
+    ref: ServiceRef,
+    service: Mapping[str, Any],
+    rollout: Mapping[str, Any] | None,
+    have: list[_Existing],
+    puts: dict[str, Any],
+    deletes: set[str],
+) -> None:
+    spec = spec_hash(service)
+    counts = rollout_counts(service, spec, rollout)
+    total = max(0, int(service.get("instances", 1) or 0))
+    by_ordinal: dict[int, _Existing] = {}
+    for inst in have:
+        ordinal_text = inst.name[len(ref.name) + 1:] if inst.name.startswith(f"{ref.name}-") else ""
+        ordinal = int(ordinal_text) if _ORDINAL.match(ordinal_text) else None
+        if ordinal is None or ordinal >= total:
+            deletes.add(inst.key)  # beyond the count (highest ordinals go first) or not an ordinal
+        else:
+            by_ordinal[ordinal] = inst
+    # Lowest ordinals keep an older spec the rollout still allows, so updates proceed from the top.
+    kept_old: dict[str, int] = defaultdict(int)
+    for ordinal in range(total):
+        name = f"{ref.name}-{ordinal}"
+        inst = by_ordinal.get(ordinal)
+        old_spec = str(inst.doc.get("spec")) if inst else None
+        if inst and old_spec != spec and kept_old[old_spec] < counts.get(old_spec, 0):
+            kept_old[old_spec] += 1
+            continue
+        want = _document(ref, service, spec, name, ordinal)
+        if inst is None or dict(inst.doc) != want:
+            puts[instance_key(ref, name)] = want

@@ -1,0 +1,212 @@
+"""The live runner: while it leads, runs controllers on watch events (debounced) and a periodic resync.
+
+Snapshots come from a watch-fed `FactCache`; commits are guarded (changed keys, their inputs, the
+leader fence) and retried with jittered exponential backoff on conflict. Knobs: `debounce`
+(default 30 ms), `resync_interval` (30 s), `leader_ttl` (10 s), `max_ops`/`max_bytes` per txn.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import socket
+import threading
+import time
+import uuid
+from collections import deque
+from collections.abc import Callable, Sequence
+
+from ccattler.engine.controllers.base import Controller
+from ccattler.engine.runner.changes import DEFAULT_MAX_BYTES, DEFAULT_MAX_OPS
+from ccattler.engine.runner.leader import LEADER_KEY, LeaderElection
+from ccattler.engine.runner.snapshot import FactCache
+from ccattler.engine.runner.stats import ControllerStats
+from ccattler.engine.runner.step import step
+from ccattler.engine.store.base import Store, StoreError
+
+log = logging.getLogger(__name__)
+
+#: Conflicts in a row before the controller's cached views are re-listed from the store.
+RELIST_AFTER_CONFLICTS = 3
+#: Attempts per trigger; a controller still conflicting afterwards runs again on the next trigger.
+MAX_ATTEMPTS = 8
+
+
+def backoff(attempt: int, base: float = 0.02, cap: float = 2.0) -> float:
+    """Full-jitter exponential backoff: uniform in [0, min(cap, base * 2**attempt)]."""
+    return random.uniform(0, min(cap, base * 2**attempt))
+
+
+class Runner:
+    """Runs `controllers` (in this order) against `store` while elected leader; `stop()` ends it."""
+
+    def __init__(
+        self,
+        store: Store,
+        controllers: Sequence[Controller],
+        *,
+        identity: str | None = None,
+        debounce: float = 0.03,
+        resync_interval: float = 30.0,
+        leader_ttl: float = 10.0,
+        max_ops: int = DEFAULT_MAX_OPS,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.store = store
+        self.controllers = tuple(controllers)
+        self.identity = identity or f"{socket.gethostname()}-{uuid.uuid4().hex[:8]}"
+        self.debounce = debounce
+        self.resync_interval = resync_interval
+        self.max_ops = max_ops
+        self.max_bytes = max_bytes
+        self.clock = clock
+        #: Per controller counters; read them, never write them.
+        self.stats: dict[str, ControllerStats] = {c.name: ControllerStats() for c in self.controllers}
+        self.leader = LeaderElection(store, self.identity, ttl=leader_ttl, on_change=self._leadership)
+        self._wake = threading.Condition()
+        self._dirty: set[str] = set()
+        self._leading = False
+        self._stopped = threading.Event()
+        self._own_revisions: dict[str, deque[int]] = {c.name: deque(maxlen=64) for c in self.controllers}
+        self._cache: FactCache | None = None
+        self._thread: threading.Thread | None = None
+        self._idle = threading.Event()
+
+    @property
+    def is_leader(self) -> bool:
+        return self.leader.is_leader
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="runner", daemon=True)
+        self._thread.start()
+        self.leader.start()
+
+    def stop(self) -> None:
+        """Stop acting, give up leadership and end every thread this runner started."""
+        self._stopped.set()
+        with self._wake:
+            self._wake.notify_all()
+        self.leader.stop()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+        if self._cache is not None:
+            self._cache.stop()
+            self._cache = None
+
+    def wait_idle(self, timeout: float) -> bool:
+        """Wait until the runner leads and has nothing pending (for tests and `cca up`)."""
+        deadline = time.monotonic() + timeout
+        while (left := deadline - time.monotonic()) > 0:
+            if self._idle.wait(timeout=left):
+                with self._wake:
+                    if self._leading and not self._dirty and self._idle.is_set():
+                        return True
+                time.sleep(0.005)
+        return False
+
+    # -- triggering ---------------------------------------------------------------------------
+
+    def _leadership(self, leading: bool) -> None:
+        with self._wake:
+            self._leading = leading
+            if leading:
+                self._dirty.update(c.name for c in self.controllers)
+            self._idle.clear()
+            self._wake.notify_all()
+
+    def _changed(self, key: str, revision: int) -> None:
+        """A watch event: mark dirty every controller reading `key` (except the one that wrote it)."""
+        marked = False
+        with self._wake:
+            for controller in self.controllers:
+                if revision in self._own_revisions[controller.name]:
+                    continue
+                if key.startswith(controller.reads) or any(r.startswith(key) for r in controller.reads):
+                    self._dirty.add(controller.name)
+                    marked = True
+            if marked:
+                self._idle.clear()
+                self._wake.notify_all()
+
+    # -- the loop -----------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        next_resync = time.monotonic() + self.resync_interval
+        while not self._stopped.is_set():
+            with self._wake:
+                leading = self._leading
+                if leading and not self._dirty:
+                    self._idle.set()
+                    self._wake.wait(timeout=max(0.0, next_resync - time.monotonic()))
+                elif not leading:
+                    self._idle.clear()
+                    self._wake.wait(timeout=0.5)
+            if not leading:
+                self._drop_cache()  # a follower keeps no views: they would go stale unwatched
+                continue
+            if self._stopped.is_set():
+                break
+            if time.monotonic() >= next_resync:
+                next_resync = time.monotonic() + self.resync_interval
+                with self._wake:
+                    self._dirty.update(c.name for c in self.controllers)
+            if not self._ensure_cache():
+                continue
+            time.sleep(self.debounce)  # let a burst of events collapse into one run
+            with self._wake:
+                dirty, self._dirty = self._dirty, set()
+            for controller in self.controllers:
+                if controller.name in dirty and self.leader.is_leader and not self._stopped.is_set():
+                    self._run_controller(controller)
+
+    def _ensure_cache(self) -> bool:
+        if self._cache is not None:
+            return True
+        prefixes = {p for c in self.controllers for p in c.reads} | {LEADER_KEY}
+        prefixes.discard(LEADER_KEY)  # the election watches it itself
+        cache = FactCache(self.store, prefixes, self._changed)
+        try:
+            cache.start()
+        except StoreError as exc:
+            log.warning("runner %s: cannot list the store (%s); retrying", self.identity, exc)
+            cache.stop()
+            self._stopped.wait(1.0)
+            return False
+        self._cache = cache
+        return True
+
+    def _drop_cache(self) -> None:
+        cache, self._cache = self._cache, None
+        if cache is not None:
+            cache.stop()
+
+    def _run_controller(self, controller: Controller) -> None:
+        stats = self.stats[controller.name]
+        for attempt in range(MAX_ATTEMPTS):
+            fence = self.leader.fence
+            if fence is None or self._cache is None:
+                return
+            snapshot = self._cache.snapshot(controller.reads)
+            try:
+                outcome = step(self.store, controller, snapshot, self.clock(), stats,
+                               fence=fence, max_ops=self.max_ops, max_bytes=self.max_bytes)
+            except Exception:  # a controller bug or a store failure must not end the loop
+                stats.errors += 1
+                log.exception("runner %s: controller %s failed", self.identity, controller.name)
+                self._stopped.wait(backoff(attempt, base=0.1))
+                continue
+            result = outcome.result
+            if result is not None and result.revision is not None:
+                self._own_revisions[controller.name].append(result.revision)
+                self._cache.wait_for(outcome.pruned.changes.puts.keys() | outcome.pruned.changes.deletes,
+                                     result.revision, timeout=1.0)
+            if not outcome.conflict:
+                return
+            if attempt + 1 >= RELIST_AFTER_CONFLICTS:
+                self._cache.relist(controller.reads)
+            self._stopped.wait(backoff(attempt))
+        log.warning("runner %s: controller %s still conflicting after %d attempts; will retry",
+                    self.identity, controller.name, MAX_ATTEMPTS)
+        with self._wake:
+            self._dirty.add(controller.name)
