@@ -1,0 +1,102 @@
+"""What only the SQLite backend promises: durability settings, reopening, one owner, bounded history."""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+import sys
+import time
+
+import pytest
+
+from ccattler.engine.store import Compacted, StoreError, StoreUnavailable, open_store
+
+pytestmark = pytest.mark.store
+
+
+@pytest.fixture
+def url(tmp_path):
+    return f"sqlite://{tmp_path}/state.db"
+
+
+def test_the_file_is_in_wal_mode_with_fsync_on_commit(url, tmp_path):
+    with open_store(url) as store:
+        store.put("a", 1)
+        assert store._conn.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
+    with sqlite3.connect(tmp_path / "state.db") as raw:
+        assert raw.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def test_reopening_keeps_facts_revision_and_history(url):
+    with open_store(url) as store:
+        first = store.put("r/a", 1)
+        last = store.put("r/a", 2)
+    with open_store(url) as store:
+        assert store.revision() == last
+        assert store.get("r/a").value == 2
+        assert store.range("r/", first)[0][0].value == 1
+        with store.watch("r/", first) as watch:
+            event = watch.get(timeout=1)
+        assert (event.value, event.prev_value, event.revision) == (2, 1, last)
+        assert store.put("r/b", 3) == last + 1
+
+
+def test_a_file_owned_by_another_live_process_is_refused(url):
+    owner = subprocess.Popen(
+        [sys.executable, "-c",
+         "import sys, time; from ccattler.engine.store import open_store; s = open_store(sys.argv[1]); "
+         "print('open', flush=True); time.sleep(60)", url],
+        stdout=subprocess.PIPE, text=True,
+    )
+    try:
+        assert owner.stdout.readline().strip() == "open"
+        with pytest.raises(StoreUnavailable, match=f"owned by another live process \\(pid {owner.pid}\\)"):
+            open_store(url)
+    finally:
+        owner.kill()
+        owner.wait()
+    with open_store(url) as store:  # the owner died: its lock went with it
+        store.put("a", 1)
+
+
+def test_a_second_open_in_the_same_process_is_refused_until_close(url):
+    first = open_store(url)
+    with pytest.raises(StoreUnavailable, match="owned by another live process"):
+        open_store(url)
+    first.close()
+    open_store(url).close()
+
+
+def test_leases_survive_a_reopen_and_then_expire(url):
+    with open_store(url) as store:
+        lease = store.lease_grant(1)
+        store.put("n/a", 1, lease=lease)
+    with open_store(url) as store:
+        assert store.get("n/a").lease == lease
+        store.lease_keepalive(lease)
+        deadline = time.monotonic() + 5
+        while store.get("n/a") is not None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert store.get("n/a") is None
+
+
+def test_history_is_bounded_and_older_revisions_are_compacted(tmp_path):
+    with open_store(f"sqlite://{tmp_path}/state.db?history=10") as store:
+        first = store.put("h/a", 0)
+        for i in range(1, 30):
+            store.put("h/a", i)
+        with pytest.raises(Compacted):
+            store.range("h/", first)
+        with store.watch("h/", first) as watch:
+            assert watch.get(timeout=1).kind == "resync"
+        rows = store._conn.execute("SELECT COUNT(*) FROM history").fetchone()[0]
+        assert rows <= 12  # history plus the 10 % slack that batches the compactions
+        recent = store.revision() - 5
+        assert store.range("h/", recent)[0][0].value == 24
+
+
+def test_a_closed_store_says_so(url):
+    store = open_store(url)
+    store.close()
+    with pytest.raises(StoreError, match="is closed"):
+        store.get("a")
