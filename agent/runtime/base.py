@@ -7,12 +7,21 @@ lists what exists (so the reconciler can find orphans), and reads usage, logs an
 from __future__ import annotations
 
 import abc
+import hashlib
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Literal
 
 from ccattler.engine.facts import CcaError
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
+
+
+def container_id(name: str) -> str:
+    """A runtime id for `tenant/instance`: readable, and unique through a short hash of the name."""
+    return f"{_UNSAFE.sub('_', name.replace('/', '.'))}-{hashlib.sha256(name.encode()).hexdigest()[:8]}"
 
 
 class ContainerError(CcaError):
@@ -55,7 +64,8 @@ class ContainerSpec:
         return self.name.rsplit("/", 1)[-1]
 
 
-State = Literal["created", "running", "exited"]
+#: created: prepared, never started; starting: started, not up yet (sim); exited: stopped or crashed.
+State = Literal["created", "starting", "running", "exited"]
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,10 +8,8 @@ Knobs: `state_dir` (bundles under `<state>/containers/<id>`) and `runc_root` (ru
 from __future__ import annotations
 
 import ctypes
-import hashlib
 import json
 import os
-import re
 import shutil
 import subprocess
 import time
@@ -27,19 +25,12 @@ from ccattler.agent.runtime.base import (
     ExecResult,
     Runtime,
     Usage,
+    container_id,
 )
 from ccattler.agent.runtime.oci_spec import runtime_config
 
 _libc = ctypes.CDLL(None, use_errno=True)
 _MNT_DETACH = 2
-_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
-
-
-def container_id(name: str) -> str:
-    """A runc id for `tenant/instance`: readable, and unique through a short hash of the name."""
-    return f"{_UNSAFE.sub('_', name.replace('/', '.'))}-{hashlib.sha256(name.encode()).hexdigest()[:8]}"
-
-
 def _mount_overlay(lower: Path, upper: Path, work: Path, target: Path) -> None:
     opts = f"lowerdir={lower},upperdir={upper},workdir={work}".encode()
     if _libc.mount(b"overlay", str(target).encode(), b"overlay", 0, opts) != 0:

@@ -1,0 +1,96 @@
+"""What should run on this node: `InstanceSpec`s read from the agent's slice of facts.
+
+The slice is a mapping key → document (docs/facts.md): `derived/placement/<t>/<inst>` picks the
+instances placed on `node`; `desired/service/<t>/<svc>` gives command, env, config and resources;
+`derived/instance/<t>/<svc>/<inst>` (when present) the image and resources the rollout chose;
+`derived/network/ip/<t>/<inst>` (`{"ip": "10.244.1.5"}`) the address;
+`derived/network/subnet/<node>` (`{"subnet": "10.244.1.0/24"}`) the node's subnet.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+from ccattler.agent.runtime.base import ConfigFile, ContainerSpec
+from ccattler.engine.facts import parse_service
+
+
+@dataclass(frozen=True, slots=True)
+class InstanceSpec:
+    """One instance placed on this node, with everything its container needs."""
+
+    tenant: str
+    name: str
+    service: str
+    image: str
+    command: str | None = None
+    env: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    files: tuple[ConfigFile, ...] = ()
+    cpu: int = 0
+    memory: int = 0
+    ip: str | None = None
+
+    @property
+    def key(self) -> str:
+        """`tenant/instance`: the name the runtime and the network know it by."""
+        return f"{self.tenant}/{self.name}"
+
+    @property
+    def observed_key(self) -> str:
+        return f"observed/instance/{self.tenant}/{self.name}"
+
+    @property
+    def spec_hash(self) -> str:
+        """A hash of everything that shapes the container: a change means replace it."""
+        doc = {"image": self.image, "command": self.command, "env": dict(self.env), "cpu": self.cpu,
+               "memory": self.memory, "ip": self.ip, "files": [[f.path, f.content] for f in self.files]}
+        return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:16]
+
+    def container(self, netns: str | None = None) -> ContainerSpec:
+        return ContainerSpec(name=self.key, image=self.image, command=self.command, env=self.env,
+                             files=self.files, cpu_millis=self.cpu, memory_bytes=self.memory,
+                             netns=netns, ip=self.ip, spec_hash=self.spec_hash)
+
+
+def node_subnet(facts: Mapping[str, Any], node: str) -> str | None:
+    """The node's subnet from `derived/network/subnet/<node>`, or None when not allocated yet."""
+    doc = facts.get(f"derived/network/subnet/{node}")
+    return doc.get("subnet") if isinstance(doc, dict) else None
+
+
+def desired_instances(facts: Mapping[str, Any], node: str) -> dict[str, InstanceSpec]:
+    """`tenant/instance` → spec for every placement on `node` whose service document is known.
+
+    A placement whose service is not in the slice yet is left out (the next slice brings it).
+    """
+    wanted: dict[str, InstanceSpec] = {}
+    for key, placement in facts.items():
+        if not key.startswith("derived/placement/") or not isinstance(placement, dict):
+            continue
+        if placement.get("node") != node:
+            continue
+        tenant = key.split("/")[2]
+        instance = placement["instance"]
+        service = parse_service(placement["service"], tenant)
+        svc = facts.get(f"desired/service/{service.tenant}/{service.name}")
+        if not isinstance(svc, dict):
+            continue
+        derived = facts.get(f"derived/instance/{service.tenant}/{service.name}/{instance}") or {}
+        resources = derived.get("resources") or svc.get("resources") or {}
+        config = svc.get("config") or {}
+        env = {**(svc.get("env") or {}), **(config.get("env") or {})}
+        files = tuple(ConfigFile(f["path"], f.get("content") or "") for f in config.get("files") or [])
+        ip_doc = facts.get(f"derived/network/ip/{tenant}/{instance}")
+        spec = InstanceSpec(
+            tenant=tenant, name=instance, service=service.full,
+            image=derived.get("image") or svc["image"], command=svc.get("command"),
+            env=MappingProxyType({str(k): str(v) for k, v in env.items()}), files=files,
+            cpu=int(resources.get("cpu") or 0), memory=int(resources.get("memory") or 0),
+            ip=ip_doc.get("ip") if isinstance(ip_doc, dict) else None)
+        wanted[spec.key] = spec
+    return wanted

@@ -1,0 +1,205 @@
+"""The agent's reconcile core: makes a runtime (and the node network) match the instances placed on
+this node, and says what it observes.
+
+Each `reconcile(desired)` starts what is missing, replaces what changed, stops and removes what is
+no longer placed (orphans included, running or stopped), restarts what exited with exponential
+backoff (the observed `reason` says why and when it retries), and garbage-collects leftovers on
+the first call and every `gc_interval` seconds. It returns the complete set of `observed/instance`
+documents for this node. Knobs: `Backoff`, `stop_timeout`, `workers` (parallel starts/stops).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from ccattler.agent.desired import InstanceSpec
+from ccattler.agent.net.node import NodeNetwork
+from ccattler.agent.runtime.base import ContainerStatus, Runtime
+from ccattler.engine.facts import CcaError
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Backoff:
+    """Restart delays: `initial` doubling up to `maximum`; `reset_after` seconds up forgets failures."""
+
+    initial: float = 1.0
+    maximum: float = 60.0
+    reset_after: float = 60.0
+
+    def delay(self, failures: int) -> float:
+        return min(self.maximum, self.initial * 2 ** max(0, failures - 1))
+
+
+@dataclass(slots=True)
+class _Record:
+    """What the reconciler remembers about one instance between calls."""
+
+    restarts: int = 0
+    failures: int = 0
+    retry_at: float = 0.0
+    reason: str | None = None
+    running_since: float | None = None
+
+
+class Reconciler:
+    """Drives `runtime` (and `network`, for runtimes with their own network namespace) on `node`.
+
+    Call `reconcile` with the desired instances whenever the slice changes and periodically (every
+    second or so: that is how crashes are noticed). Call it only once the agent has its first
+    slice, since everything not in `desired` is removed.
+    """
+
+    def __init__(self, node: str, runtime: Runtime, network: NodeNetwork | None = None, *,
+                 backoff: Backoff = Backoff(), stop_timeout: float = 5.0, workers: int = 8,
+                 gc_interval: float = 60.0, clock: Callable[[], float] = time.monotonic):
+        if runtime.isolated_network and network is None:
+            raise CcaError(f"the {runtime.kind} runtime needs the node network (NodeNetwork)")
+        self.node, self.runtime, self.network = node, runtime, network
+        self.backoff, self.stop_timeout, self.clock = backoff, stop_timeout, clock
+        self.gc_interval = gc_interval
+        self._records: dict[str, _Record] = {}
+        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="cca-reconcile")
+        self._lock = threading.Lock()
+        self._next_gc = 0.0
+
+    # -- the loop body -------------------------------------------------------------------------
+    def reconcile(self, desired: Mapping[str, InstanceSpec]) -> dict[str, dict[str, Any]]:
+        """Converge once; returns observed key → document for every desired instance."""
+        with self._lock:
+            now = self.clock()
+            statuses = {s.name: s for s in self.runtime.list()}
+            removals = [n for n in statuses if n not in desired]
+            starts: list[InstanceSpec] = []
+            for name, spec in desired.items():
+                record = self._records.setdefault(name, _Record())
+                status = statuses.get(name)
+                if status is not None and status.spec_hash != spec.spec_hash:
+                    removals.append(name)  # changed: replace it now, it is not a failure
+                    starts.append(spec)
+                elif status is None or status.state == "created":
+                    if now >= record.retry_at:
+                        starts.append(spec)
+                elif status.state == "exited":
+                    self._crashed(name, status, record, now)
+                elif status.state == "running":
+                    self._running(record, now)
+            list(self._pool.map(self._remove, removals))
+            list(self._pool.map(self._start, starts))
+            for name in set(self._records) - set(desired):
+                del self._records[name]
+            if now >= self._next_gc:
+                self.gc(desired)
+                self._next_gc = now + self.gc_interval
+            return self._observe(desired)
+
+    def gc(self, desired: Mapping[str, InstanceSpec]) -> list[str]:
+        """Remove runtime leftovers and network namespaces/veths of containers no longer wanted."""
+        gone = self.runtime.prune()
+        if self.network is not None:
+            gone += self.network.gc(keep=set(desired))
+        if gone:
+            log.info("garbage-collected %s", ", ".join(gone))
+        return gone
+
+    def next_wakeup(self) -> float | None:
+        """Seconds until the earliest pending restart, or None when nothing waits."""
+        pending = [r.retry_at for r in self._records.values() if r.retry_at > 0]
+        return max(0.0, min(pending) - self.clock()) if pending else None
+
+    def remove_all(self) -> None:
+        """Stop and remove every container of this runtime and their networks (node shutdown)."""
+        with self._lock:
+            list(self._pool.map(self._remove, [s.name for s in self.runtime.list()]))
+            self._records.clear()
+            self.gc({})
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True)
+
+    # -- actions -------------------------------------------------------------------------------
+    def _crashed(self, name: str, status: ContainerStatus, record: _Record, now: float) -> None:
+        record.restarts += 1
+        record.failures += 1
+        record.running_since = None
+        delay = self.backoff.delay(record.failures)
+        record.retry_at = now + delay
+        record.reason = status.reason or "exited"
+        log.info("%s %s; restarting in %.0fs", name, record.reason, delay)
+        self.runtime.remove(name)  # keep its network: the restart gets the same address
+
+    def _running(self, record: _Record, now: float) -> None:
+        if record.running_since is None:
+            record.running_since = now
+        elif record.failures and now - record.running_since >= self.backoff.reset_after:
+            record.failures, record.reason, record.retry_at = 0, None, 0.0
+
+    def _start(self, spec: InstanceSpec) -> None:
+        record = self._records[spec.key]
+        try:
+            if self.runtime.status(spec.key) is not None:
+                self.runtime.remove(spec.key)  # a leftover of a failed start
+            netns = None
+            if self.runtime.isolated_network:
+                if spec.ip is None:
+                    record.reason = "waiting for an address from the network controller"
+                    return
+                assert self.network is not None
+                netns = self.network.attach(spec.key, spec.ip).netns_path
+            self.runtime.create(spec.container(netns))
+            self.runtime.start(spec.key)
+            record.retry_at = 0.0
+            if record.failures == 0:
+                record.reason = None
+        except (CcaError, OSError) as exc:
+            record.failures += 1
+            delay = self.backoff.delay(record.failures)
+            record.retry_at = self.clock() + delay
+            record.reason = f"start failed: {exc}"
+            log.warning("%s: %s; retrying in %.0fs", spec.key, record.reason, delay)
+            try:
+                self.runtime.remove(spec.key)
+            except (CcaError, OSError):
+                log.exception("cleaning up after a failed start of %s", spec.key)
+
+    def _remove(self, name: str) -> None:
+        try:
+            self.runtime.stop(name, timeout=self.stop_timeout)
+        except (CcaError, OSError) as exc:
+            log.warning("stopping %s: %s (removing anyway)", name, exc)
+        self.runtime.remove(name)
+        if self.network is not None:
+            self.network.detach(name)
+
+    # -- observation ---------------------------------------------------------------------------
+    def _observe(self, desired: Mapping[str, InstanceSpec]) -> dict[str, dict[str, Any]]:
+        statuses = {s.name: s for s in self.runtime.list()}
+        now = self.clock()
+        observed = {}
+        for name, spec in desired.items():
+            record = self._records[name]
+            status = statuses.get(name)
+            reason = record.reason
+            if status is not None and status.state == "running" and status.spec_hash == spec.spec_hash:
+                state, reason = "running", None
+            elif status is not None and status.state in ("created", "starting"):
+                state = "starting"
+            elif record.retry_at > now:
+                state = "failed"
+                reason = f"{record.reason}; retrying in {record.retry_at - now:.0f}s"
+            else:
+                state = "pending"
+            observed[spec.observed_key] = {
+                "node": self.node, "state": state,
+                "ip": spec.ip if self.runtime.isolated_network else None,
+                "restarts": record.restarts, "reason": reason, "health": None,
+                "ready": state == "running",
+            }
+        return observed

@@ -1,0 +1,192 @@
+"""The process runtime: each container is a plain process group on the host, for development
+without root. No isolation: the image is not unpacked, the command runs through the host's
+`/bin/sh -c` in `<state>/processes/<id>/root` (where config files are written, under their path).
+
+Knob: `state_dir`. Processes survive an agent restart; they are found again by pid and start time.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+from ccattler.agent.runtime.base import (
+    ContainerError,
+    ContainerNotFound,
+    ContainerSpec,
+    ContainerStatus,
+    ExecResult,
+    Runtime,
+    Usage,
+    container_id,
+)
+
+_TICKS = os.sysconf("SC_CLK_TCK")
+_PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+def _proc_stat(pid: int) -> list[str] | None:
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return text[text.rindex(")") + 2 :].split()  # fields after the command name, from field 3 on
+
+
+def _alive(pid: int, start_ticks: str) -> bool:
+    fields = _proc_stat(pid)
+    return fields is not None and fields[19] == start_ticks and fields[0] != "Z"
+
+
+class ProcessRuntime(Runtime):
+    """Containers as host process groups; exit codes are known for processes this object started."""
+
+    kind = "process"
+    isolated_network = False
+
+    def __init__(self, state_dir: Path | str):
+        self.dirs = Path(state_dir) / "processes"
+        self.dirs.mkdir(parents=True, exist_ok=True)
+        self._children: dict[str, subprocess.Popen[bytes]] = {}
+
+    def create(self, spec: ContainerSpec) -> None:
+        if spec.command is None:
+            raise ContainerError(f"{spec.name}: the process runtime needs a command (it does not run images)")
+        folder = self.dirs / container_id(spec.name)
+        if folder.exists():
+            raise ContainerError(f"container {spec.name} already exists")
+        root = folder / "root"
+        root.mkdir(parents=True)
+        for file in spec.files:
+            parts = [p for p in file.path.split("/") if p not in ("", ".")]
+            if not parts or ".." in parts:
+                raise ContainerError(f"{spec.name}: config file path {file.path!r} is not valid")
+            root.joinpath(*parts).parent.mkdir(parents=True, exist_ok=True)
+            root.joinpath(*parts).write_text(file.content)
+        meta = {"name": spec.name, "spec_hash": spec.spec_hash, "command": spec.command,
+                "env": {"HOSTNAME": spec.hostname, **spec.env}}
+        (folder / "meta.json").write_text(json.dumps(meta))
+
+    def start(self, name: str) -> None:
+        folder = self.dirs / container_id(name)
+        meta = self._meta(folder)
+        if meta is None:
+            raise ContainerNotFound(f"container {name} does not exist")
+        env = {**os.environ, **meta["env"]}
+        with open(folder / "log", "ab") as log:
+            child = subprocess.Popen(["/bin/sh", "-c", meta["command"]], cwd=folder / "root", env=env,
+                                     stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
+        fields = _proc_stat(child.pid)
+        meta.update(pid=child.pid, start_ticks=fields[19] if fields else "", started=time.time())
+        (folder / "meta.json").write_text(json.dumps(meta))
+        self._children[name] = child
+
+    def stop(self, name: str, timeout: float = 5.0) -> None:
+        meta = self._meta(self.dirs / container_id(name))
+        if meta is None or not self._running(meta):
+            return
+        self._signal(meta["pid"], signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if not self._running(meta):
+                return
+            time.sleep(0.05)
+        self._signal(meta["pid"], signal.SIGKILL)
+        for _ in range(100):
+            if not self._running(meta):
+                return
+            time.sleep(0.02)
+
+    def remove(self, name: str) -> None:
+        folder = self.dirs / container_id(name)
+        meta = self._meta(folder)
+        if meta is not None and self._running(meta):
+            self._signal(meta["pid"], signal.SIGKILL)
+            self._reap(name, wait=True)
+        self._children.pop(name, None)
+        shutil.rmtree(folder, ignore_errors=True)
+
+    def list(self) -> list[ContainerStatus]:
+        statuses = []
+        for folder in sorted(self.dirs.iterdir()):
+            meta = self._meta(folder)
+            if meta is None:
+                continue
+            name = meta["name"]
+            if "pid" not in meta:
+                statuses.append(ContainerStatus(name, "created", meta["spec_hash"]))
+            elif self._running(meta):
+                statuses.append(ContainerStatus(name, "running", meta["spec_hash"], pid=meta["pid"],
+                                                started_at=meta["started"]))
+            else:
+                code = self._reap(name, wait=False)
+                reason = "exited" if code is None else f"exited with code {code}"
+                statuses.append(ContainerStatus(name, "exited", meta["spec_hash"], exit_code=code,
+                                                reason=reason, started_at=meta["started"]))
+        return statuses
+
+    def stats(self, name: str) -> Usage:
+        meta = self._meta(self.dirs / container_id(name))
+        if meta is None or not self._running(meta):
+            raise ContainerError(f"container {name} is not running")
+        fields = _proc_stat(meta["pid"]) or []
+        cpu = (int(fields[11]) + int(fields[12])) / _TICKS if fields else 0.0
+        try:
+            rss = int(Path(f"/proc/{meta['pid']}/statm").read_text().split()[1]) * _PAGE
+        except (OSError, IndexError):
+            rss = 0
+        return Usage(cpu_seconds=cpu, memory_bytes=rss)
+
+    def exec(self, name: str, argv: list[str], timeout: float = 30.0) -> ExecResult:
+        folder = self.dirs / container_id(name)
+        meta = self._meta(folder)
+        if meta is None or not self._running(meta):
+            raise ContainerError(f"container {name} is not running")
+        try:
+            result = subprocess.run(argv, cwd=folder / "root", env={**os.environ, **meta["env"]},
+                                    stdin=subprocess.DEVNULL, capture_output=True, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise ContainerError(f"exec in {name} did not finish within {timeout:g}s") from None
+        except OSError as exc:
+            raise ContainerError(f"exec in {name}: {exc}") from None
+        return ExecResult(result.returncode, result.stdout, result.stderr)
+
+    def logs(self, name: str, tail_bytes: int | None = None) -> bytes:
+        path = self.dirs / container_id(name) / "log"
+        if not path.parent.exists():
+            raise ContainerNotFound(f"container {name} does not exist")
+        data = path.read_bytes() if path.exists() else b""
+        return data[-tail_bytes:] if tail_bytes is not None else data
+
+    # -- internals -----------------------------------------------------------------------------
+    @staticmethod
+    def _meta(folder: Path) -> dict[str, Any] | None:
+        try:
+            return json.loads((folder / "meta.json").read_text())
+        except (OSError, ValueError):
+            return None
+
+    def _running(self, meta: dict[str, Any]) -> bool:
+        child = self._children.get(meta["name"])
+        if child is not None and child.pid == meta.get("pid"):
+            return child.poll() is None
+        return "pid" in meta and _alive(meta["pid"], meta["start_ticks"])
+
+    def _reap(self, name: str, wait: bool) -> int | None:
+        child = self._children.get(name)
+        if child is None:
+            return None
+        return child.wait(timeout=5) if wait else child.poll()
+
+    @staticmethod
+    def _signal(pid: int, sig: int) -> None:
+        try:
+            os.killpg(pid, sig)
+        except ProcessLookupError:
+            pass

@@ -1,0 +1,139 @@
+"""The reconcile core against the sim runtime with a hand-moved clock (the logic, no kernel)."""
+
+from __future__ import annotations
+
+import pytest
+
+from ccattler.agent.desired import InstanceSpec, desired_instances
+from ccattler.agent.reconcile import Backoff, Reconciler
+from ccattler.agent.runtime.sim import SimProfile, SimRuntime
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def instance(name: str, image: str = "busybox", command: str | None = "httpd -f") -> InstanceSpec:
+    return InstanceSpec(tenant="default", name=name, service="default/web", image=image, command=command,
+                        cpu=100, memory=32 << 20, ip="10.1.0.5")
+
+
+def want(*specs: InstanceSpec) -> dict[str, InstanceSpec]:
+    return {s.key: s for s in specs}
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+def make(clock: Clock, **profile: object) -> tuple[SimRuntime, Reconciler]:
+    runtime = SimRuntime(SimProfile(start_delay=0.5, **profile), clock=clock)  # type: ignore[arg-type]
+    return runtime, Reconciler("n1", runtime, backoff=Backoff(initial=1, maximum=8, reset_after=30),
+                               clock=clock, workers=2)
+
+
+def test_starts_missing_instances_and_reports_starting_then_running(clock: Clock) -> None:
+    runtime, rec = make(clock)
+    observed = rec.reconcile(want(instance("web-a"), instance("web-b")))
+    assert set(observed) == {"observed/instance/default/web-a", "observed/instance/default/web-b"}
+    assert observed["observed/instance/default/web-a"]["state"] == "starting"
+    clock.now += 1
+    doc = rec.reconcile(want(instance("web-a"), instance("web-b")))["observed/instance/default/web-a"]
+    assert doc == {"node": "n1", "state": "running", "ip": None, "restarts": 0, "reason": None,
+                   "health": None, "ready": True}
+    assert [s.state for s in runtime.list()] == ["running", "running"]
+
+
+def test_removes_what_is_no_longer_placed_and_orphans(clock: Clock) -> None:
+    runtime, rec = make(clock)
+    rec.reconcile(want(instance("web-a"), instance("web-b")))
+    observed = rec.reconcile(want(instance("web-a")))
+    assert list(observed) == ["observed/instance/default/web-a"]
+    assert [s.name for s in runtime.list()] == ["default/web-a"]
+
+
+def test_crash_restarts_with_exponential_backoff_and_says_why(clock: Clock) -> None:
+    runtime, rec = make(clock, crash_probability=1.0, crash_after=(1.0, 1.0))
+    desired = want(instance("web-a"))
+    rec.reconcile(desired)
+    delays = []
+    for attempt in range(1, 4):
+        clock.now += 1.6  # start delay 0.5 + crash after 1.0
+        doc = rec.reconcile(desired)["observed/instance/default/web-a"]
+        assert doc["state"] == "failed" and doc["restarts"] == attempt
+        assert doc["reason"].startswith("simulated crash (exit code 1); retrying in")
+        delays.append(rec.next_wakeup())
+        clock.now += delays[-1]
+        assert rec.reconcile(desired)["observed/instance/default/web-a"]["state"] == "starting"
+    assert delays == [1, 2, 4]
+
+
+def test_backoff_is_forgotten_after_running_long_enough(clock: Clock) -> None:
+    runtime, rec = make(clock)
+    desired = want(instance("web-a"))
+    rec.reconcile(desired)
+    clock.now += 1
+    runtime.stop("default/web-a")  # a crash
+    rec.reconcile(desired)
+    clock.now += 1
+    rec.reconcile(desired)
+    for _ in range(3):
+        clock.now += 20
+        doc = rec.reconcile(desired)["observed/instance/default/web-a"]
+    assert doc["state"] == "running" and doc["restarts"] == 1
+    assert rec._records["default/web-a"].failures == 0
+
+
+def test_changed_spec_replaces_the_container(clock: Clock) -> None:
+    runtime, rec = make(clock)
+    rec.reconcile(want(instance("web-a")))
+    clock.now += 1
+    rec.reconcile(want(instance("web-a", image="busybox:2")))
+    (status,) = runtime.list()
+    assert status.spec_hash == instance("web-a", image="busybox:2").spec_hash
+
+
+def test_start_failure_is_reported_and_retried(clock: Clock) -> None:
+    runtime, rec = make(clock)
+    original = runtime.create
+    calls = []
+
+    def flaky(spec):  # noqa: ANN001, ANN202
+        calls.append(spec.name)
+        if len(calls) == 1:
+            from ccattler.agent.runtime.base import ContainerError
+            raise ContainerError("image busybox is not in the local store")
+        return original(spec)
+
+    runtime.create = flaky  # type: ignore[method-assign]
+    doc = rec.reconcile(want(instance("web-a")))["observed/instance/default/web-a"]
+    assert doc["state"] == "failed"
+    assert doc["reason"].startswith("start failed: image busybox is not in the local store; retrying in 1s")
+    clock.now += 1
+    assert rec.reconcile(want(instance("web-a")))["observed/instance/default/web-a"]["state"] == "starting"
+
+
+def test_desired_instances_reads_the_slice() -> None:
+    facts = {
+        "derived/placement/default/web-a": {"service": "default/web", "instance": "web-a", "node": "n1",
+                                            "revision": 3, "score": 0},
+        "derived/placement/default/web-b": {"service": "default/web", "instance": "web-b", "node": "n2",
+                                            "revision": 3, "score": 0},
+        "desired/service/default/web": {
+            "image": "busybox", "command": "httpd -f", "resources": {"cpu": 100, "memory": 1024},
+            "env": {"A": "1"}, "config": {"env": {"B": "2"},
+                                          "files": [{"path": "/etc/x", "content": "y", "from": None}]}},
+        "derived/instance/default/web/web-a": {"image": "busybox:2",
+                                               "resources": {"cpu": 200, "memory": 2048}},
+        "derived/network/ip/default/web-a": {"ip": "10.1.0.7"},
+    }
+    (spec,) = desired_instances(facts, "n1").values()
+    assert (spec.key, spec.image, spec.cpu, spec.memory, spec.ip) == ("default/web-a", "busybox:2", 200, 2048,
+                                                                      "10.1.0.7")
+    assert dict(spec.env) == {"A": "1", "B": "2"}
+    assert spec.files[0].path == "/etc/x"
