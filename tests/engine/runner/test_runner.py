@@ -1,0 +1,147 @@
+"""The live runner against real SQLite and etcd: watch-triggered runs, retries on conflict, write
+domains, debouncing, leader election with failover, and a clean stop."""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+import pytest
+from runner_builders import Copy
+
+from ccattler.engine.controllers.base import ChangeSet, Snapshot
+from ccattler.engine.runner import LEADER_KEY, Runner
+
+TTL = 2.0
+
+
+def eventually(condition, timeout: float = 10.0, interval: float = 0.02) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(interval)
+    return condition()
+
+
+@pytest.fixture
+def runners():
+    started: list[Runner] = []
+
+    def make(store, controllers, **kwargs) -> Runner:
+        runner = Runner(store, controllers, leader_ttl=TTL, debounce=0.01, **kwargs)
+        started.append(runner)
+        runner.start()
+        return runner
+
+    yield make
+    for runner in started:
+        runner.stop()
+
+
+def test_watch_events_drive_the_controller_and_stats_count(store, runners):
+    copy = Copy()
+    runner = runners(store, [copy])
+    assert runner.wait_idle(10)
+    store.put("in/a", {"v": 1})
+    assert eventually(lambda: store.get("out/a") is not None)
+    store.delete("in/a")
+    assert eventually(lambda: store.get("out/a") is None)
+    stats = runner.stats["copy"]
+    assert stats.commits >= 2 and stats.committed_ops >= 2 and stats.reconciles >= 2
+    assert stats.reconcile_seconds_sum > 0 and stats.errors == 0
+
+
+def test_writes_outside_the_domain_are_dropped_and_counted(store, runners):
+    store.put("in/a", {"v": 1})
+    runner = runners(store, [Copy(stray="desired/service/default/evil")])
+    assert eventually(lambda: store.get("out/a") is not None)
+    assert runner.stats["copy"].dropped_writes >= 1
+    assert store.get("desired/service/default/evil") is None
+
+
+def test_a_burst_of_events_is_debounced(store, runners):
+    copy = Copy()
+    runner = runners(store, [copy])
+    assert runner.wait_idle(10)
+    before = len(copy.calls)
+    for i in range(50):
+        store.put(f"in/{i:02d}", {"v": i})
+    assert eventually(lambda: len(store.range("out/")[0]) == 50)
+    assert len(copy.calls) - before < 25
+
+
+@dataclass
+class Meddler:
+    """Like Copy, but the first reconciles change its input behind its back: the commit must conflict."""
+
+    name: ClassVar[str] = "meddler"
+    reads: ClassVar[tuple[str, ...]] = ("in/", "out/")
+    writes: ClassVar[tuple[str, ...]] = ("out/",)
+    store: object = None
+    meddle: int = 2
+    calls: list[int] = field(default_factory=list)
+
+    def depends_on(self, key: str) -> tuple[str, ...]:
+        return ("in/" + key[4:],)
+
+    def reconcile(self, snapshot: Snapshot, now: float) -> ChangeSet:
+        self.calls.append(snapshot.revision)
+        if len(self.calls) <= self.meddle:
+            self.store.put("in/a", {"v": len(self.calls) * 100})
+        return ChangeSet({f"out/{k[3:]}": v for k, v in snapshot.under("in/")})
+
+
+def test_a_conflict_is_retried_until_the_commit_holds(store, runners):
+    store.put("in/a", {"v": 1})
+    meddler = Meddler(store=store)
+    runner = runners(store, [meddler])
+    assert eventually(lambda: (store.get("out/a") or None) and store.get("out/a").value == {"v": 200})
+    assert runner.stats["meddler"].conflicts >= 2
+    assert runner.wait_idle(10)
+    assert store.get("out/a").value == store.get("in/a").value
+
+
+def test_only_the_leader_acts_and_the_other_takes_over_when_its_lease_dies(store, runners):
+    first, second = Copy(), Copy()
+    a = runners(store, [first], identity="a")
+    assert eventually(lambda: a.is_leader)
+    b = runners(store, [second], identity="b")
+    store.put("in/x", {"v": 1})
+    assert eventually(lambda: store.get("out/x") is not None)
+    time.sleep(TTL)  # b campaigns a few times meanwhile
+    assert a.is_leader and not b.is_leader
+    assert second.calls == [] and store.get(LEADER_KEY).value == {"identity": "a"}
+
+    store.lease_revoke(a.leader.lease)  # the leader's lease dies (as if its process hung)
+    assert eventually(lambda: b.is_leader, timeout=3 * TTL)
+    assert eventually(lambda: not a.is_leader, timeout=3 * TTL)
+    assert store.get(LEADER_KEY).value == {"identity": "b"}
+    store.put("in/y", {"v": 2})
+    assert eventually(lambda: store.get("out/y") is not None)
+    assert second.calls
+    calls_of_a = len(first.calls)
+    store.put("in/z", {"v": 3})
+    assert eventually(lambda: store.get("out/z") is not None)
+    assert len(first.calls) == calls_of_a  # the deposed leader no longer reconciles
+
+
+def test_stop_gives_up_leadership_at_once_and_ends_its_threads(store, runners):
+    before = set(threading.enumerate())
+    runner = Runner(store, [Copy()], leader_ttl=TTL, identity="solo")
+    runner.start()
+    assert eventually(lambda: runner.is_leader)
+    runner.stop()
+    assert store.get(LEADER_KEY) is None
+    assert eventually(lambda: not (set(threading.enumerate()) - before), timeout=5)
+
+
+def test_periodic_resync_reruns_controllers(store, runners):
+    copy = Copy()
+    runner = runners(store, [copy], resync_interval=0.3)
+    assert runner.wait_idle(10)
+    before = len(copy.calls)
+    time.sleep(1.0)
+    assert len(copy.calls) >= before + 2
