@@ -3,8 +3,8 @@
 The slice is a mapping key → document (docs/facts.md): `derived/placement/<t>/<inst>` picks the
 instances placed on `node`; `desired/service/<t>/<svc>` gives command, env, config and resources;
 `derived/instance/<t>/<svc>/<inst>` (when present) the image and resources the rollout chose;
-`derived/network/ip/<t>/<inst>` (`{"ip": "10.244.1.5"}`) the address;
-`derived/network/subnet/<node>` (`{"subnet": "10.244.1.0/24"}`) the node's subnet.
+`derived/network/ip/<t>/<inst>` (`{"ip": "10.88.1.5", "node": …}`, engine/controllers/network.py)
+the address; `derived/network/subnet/<node>` (`{"subnet": "10.88.1.0/24", …}`) the node's subnet.
 """
 
 from __future__ import annotations
@@ -91,6 +91,6 @@ def desired_instances(facts: Mapping[str, Any], node: str) -> dict[str, Instance
             image=derived.get("image") or svc["image"], command=svc.get("command"),
             env=MappingProxyType({str(k): str(v) for k, v in env.items()}), files=files,
             cpu=int(resources.get("cpu") or 0), memory=int(resources.get("memory") or 0),
-            ip=ip_doc.get("ip") if isinstance(ip_doc, dict) else None)
+            ip=ip_doc.get("ip") if isinstance(ip_doc, dict) and ip_doc.get("node", node) == node else None)
         wanted[spec.key] = spec
     return wanted

@@ -1,0 +1,94 @@
+"""Real containers on a real node: runc, a bridge, veths in network namespaces, nftables NAT."""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+import pytest
+
+from ccattler.agent.runtime.base import container_id
+
+pytestmark = pytest.mark.e2e
+
+
+def running(*names: str):
+    keys = [f"observed/instance/default/{n}" for n in names]
+    return lambda observed: all(observed[k]["state"] == "running" for k in keys)
+
+
+def test_httpd_container_answers_http_at_its_own_address(node) -> None:
+    spec = node.spec("web-a", 2)
+    observed = node.converge({spec.key: spec}, running("web-a"))
+    doc = observed["observed/instance/default/web-a"]
+    assert doc["ip"] == node.ip(2) and doc["ready"] is True and doc["restarts"] == 0
+    assert node.http_get(node.ip(2)) == "hello from web-a\n"
+
+
+def test_two_containers_reach_each_other_and_the_gateway(node) -> None:
+    a, b = node.spec("web-a", 2), node.spec("web-b", 3)
+    node.converge({a.key: a, b.key: b}, running("web-a", "web-b"))
+    node.http_get(node.ip(3))
+    result = node.runtime.exec(a.key, ["wget", "-q", "-O", "-", f"http://{node.ip(3)}:8080/"], timeout=5)
+    assert (result.exit_code, result.stdout) == (0, b"hello from web-b\n"), result.stderr
+    ping = node.runtime.exec(b.key, ["ping", "-c", "1", "-W", "1", node.network.gateway], timeout=5)
+    assert ping.exit_code == 0, ping.stdout
+
+
+def test_killed_container_is_restarted_with_the_same_address(node) -> None:
+    spec = node.spec("web-a", 2)
+    desired = {spec.key: spec}
+    node.converge(desired, running("web-a"))
+    node.http_get(node.ip(2))
+    pid = node.runtime.status(spec.key).pid
+    os.kill(pid, signal.SIGKILL)
+    failed = node.converge(desired, lambda o: o["observed/instance/default/web-a"]["restarts"] == 1)
+    assert failed["observed/instance/default/web-a"]["reason"].startswith("exited")
+    node.converge(desired, running("web-a"))
+    assert node.runtime.status(spec.key).pid != pid
+    assert node.http_get(node.ip(2)) == "hello from web-a\n"
+
+
+def test_removed_placement_removes_container_veth_and_namespace(node) -> None:
+    a, b = node.spec("web-a", 2), node.spec("web-b", 3)
+    node.converge({a.key: a, b.key: b}, running("web-a", "web-b"))
+    gone = node.network.attachments()[b.key]
+    observed = node.reconciler.reconcile({a.key: a})
+    assert list(observed) == ["observed/instance/default/web-a"]
+    assert [s.name for s in node.runtime.list()] == [a.key]
+    assert not (node.state / "containers" / container_id(b.key)).exists()
+    assert not Path(gone.netns_path).exists()
+    assert gone.veth not in os.popen("ip -o link").read()
+
+
+def test_cgroup_limits_follow_resources(node) -> None:
+    spec = node.spec("web-a", 2, memory=48 << 20)
+    node.converge({spec.key: spec}, running("web-a"))
+    cid = container_id(spec.key)
+    limit = Path(f"/sys/fs/cgroup/memory/ccattler/{cid}/memory.limit_in_bytes")
+    quota = Path(f"/sys/fs/cgroup/cpu/ccattler/{cid}/cpu.cfs_quota_us")
+    if not limit.exists():  # a cgroup v2 host
+        limit, quota = Path(f"/sys/fs/cgroup/ccattler/{cid}/memory.max"), None
+    assert int(limit.read_text()) == 48 << 20
+    if quota is not None:
+        assert int(quota.read_text()) == 10_000  # 100 millicores of a 100 ms period
+
+
+def test_out_of_memory_is_the_reason(node) -> None:
+    spec = node.spec("hog-a", 2, command="exec dd if=/dev/zero of=/dev/null bs=64M count=1", memory=16 << 20)
+    key = "observed/instance/default/hog-a"
+    doc = node.converge({spec.key: spec}, lambda o: o[key]["restarts"] >= 1)[key]
+    assert doc["state"] == "failed"
+    assert doc["reason"].startswith("killed: out of memory"), doc
+
+
+def test_orphans_are_collected_on_the_first_reconcile(node) -> None:
+    spec = node.spec("web-a", 2)
+    node.network.attach("default/ghost", node.ip(9))
+    stray = node.spec("ghost", 9)
+    node.runtime.create(stray.container(node.network.attachments()[stray.key].netns_path))
+    node.runtime.start(stray.key)
+    node.converge({spec.key: spec}, running("web-a"))
+    assert [s.name for s in node.runtime.list()] == [spec.key]
+    assert list(node.network.attachments()) == [spec.key]
