@@ -27,7 +27,7 @@ ADMIN_GROUP = "cluster-admins"
 def split_address(address: str) -> tuple[str, int]:
     """`host:port` (or `[v6]:port`) → (host, port), with a clear error."""
     host, sep, port = address.rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+    if not sep or not host or not port.isdigit() or not 0 <= int(port) < 65536:
         raise CcaError(f"address {address!r} must be HOST:PORT (e.g. 127.0.0.1:7443)")
     return host.strip("[]"), int(port)
 

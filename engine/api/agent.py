@@ -1,0 +1,188 @@
+"""The agent-facing calls: join with a token and a CSR, renew the node certificate, issue workload
+certificates, register and heartbeat (the server holds the node's store lease), watch the node's own
+slice, report observed state for its own node and instances only, and fetch granted secrets.
+
+`NODE_TTL` is the default node lease; a node whose heartbeat stream stops vanishes when it expires.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+from ccattler.engine.api.calls import Call
+from ccattler.engine.api.errors import BadRequest, Conflict, Forbidden, NotFound
+from ccattler.engine.api.gen.ccattler.v1 import api_pb2
+from ccattler.engine.api.slice import node_slice
+from ccattler.engine.auth import redeem_join_token
+from ccattler.engine.facts import CcaError, check_value, parse_service
+from ccattler.engine.pki import NODE_LIFETIME, WORKLOAD_LIFETIME, CertificateAuthority, PkiError, cert_pem
+from ccattler.engine.pki.ca import load_csr
+from ccattler.engine.secrets import KeyProvider, reveal_secret
+from ccattler.engine.store import Compare, LeaseNotFound, Store
+
+NODE_TTL = 15.0
+_TTL_RANGE = (3.0, 300.0)
+
+
+def _json_object(text: str, what: str) -> dict[str, Any]:
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise BadRequest(f"{what} is not JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise BadRequest(f"{what} must be a JSON object")
+    check_value(value)
+    return value
+
+
+def _node_name(name: str) -> str:
+    try:
+        parse_service(name)
+    except CcaError as exc:
+        raise BadRequest(f"node name: {exc}") from None
+    if "/" in name:
+        raise BadRequest(f"node name {name!r} must not contain '/'")
+    return name
+
+
+class AgentService:
+    """ccattler.v1.Agent; every call but Join needs a node certificate."""
+
+    def __init__(self, store: Store, ca: CertificateAuthority, keys: KeyProvider) -> None:
+        self.store, self.ca, self.keys = store, ca, keys
+
+    def audit_object(self, method: str, request: Any) -> str | None:
+        if method == "Join":
+            return f"node {request.node}"
+        if method == "FetchSecrets":
+            return f"secrets of instance {request.instance}"
+        if method in ("RenewCert", "WorkloadCert"):
+            return f"certificate {getattr(request, 'instance', '') or 'node'}"
+        return None
+
+    def _node(self, call: Call) -> str:
+        if call.principal is None or call.principal.kind != "node":
+            raise Forbidden("agent calls need a node certificate (from `cca join`)")
+        return call.principal.name
+
+    def _certificate(self, cert: Any) -> api_pb2.Certificate:
+        return api_pb2.Certificate(cert=cert_pem(cert), ca=cert_pem(self.ca.cert),
+                                   expires=cert.not_valid_after_utc.timestamp())
+
+    def _sign(self, csr: bytes, **kwargs: Any) -> api_pb2.Certificate:
+        try:
+            return self._certificate(self.ca.sign_csr(csr, **kwargs))
+        except PkiError as exc:
+            raise BadRequest(str(exc)) from None
+
+    def Join(self, request: api_pb2.JoinRequest, call: Call) -> api_pb2.Certificate:
+        node = _node_name(request.node)
+        try:
+            load_csr(request.csr)  # check before spending the single-use token
+        except PkiError as exc:
+            raise BadRequest(str(exc)) from None
+        redeem_join_token(self.store, request.token)
+        return self._sign(request.csr, name=node, kind="node", lifetime=NODE_LIFETIME)
+
+    def RenewCert(self, request: api_pb2.CsrRequest, call: Call) -> api_pb2.Certificate:
+        return self._sign(request.csr, name=self._node(call), kind="node", lifetime=NODE_LIFETIME)
+
+    def WorkloadCert(self, request: api_pb2.WorkloadCertRequest, call: Call) -> api_pb2.Certificate:
+        node = self._node(call)
+        tenant, instance = self._own_instance(node, request.instance)
+        service = self._service_of(tenant, instance)
+        return self._sign(request.csr, name=f"{tenant}/{service}", kind="workload",
+                          lifetime=WORKLOAD_LIFETIME, uris=(f"spiffe://ccattler/{tenant}/{service}",))
+
+    def _own_instance(self, node: str, ref: str) -> tuple[str, str]:
+        parsed = parse_service(ref)
+        placement = self.store.get(f"derived/placement/{parsed.tenant}/{parsed.name}")
+        if placement is None or placement.value.get("node") != node:
+            raise Forbidden(f"instance {parsed.full} is not placed on node {node}")
+        return parsed.tenant, parsed.name
+
+    def _service_of(self, tenant: str, instance: str) -> str:
+        placement = self.store.get(f"derived/placement/{tenant}/{instance}")
+        service = (placement.value.get("service") or "") if placement else ""
+        if not service.startswith(f"{tenant}/"):
+            raise NotFound(f"instance {tenant}/{instance} has no service")
+        return service.split("/", 1)[1]
+
+    def RegisterNode(self, request: api_pb2.RegisterRequest, call: Call) -> api_pb2.Lease:
+        node = self._node(call)
+        document = _json_object(request.node_json, "node_json")
+        ttl = request.ttl_seconds or NODE_TTL
+        if not _TTL_RANGE[0] <= ttl <= _TTL_RANGE[1]:
+            raise BadRequest(f"ttl_seconds must be between {_TTL_RANGE[0]:g} and {_TTL_RANGE[1]:g}")
+        lease = self.store.lease_grant(ttl)
+        self.store.put(f"observed/node/{node}", document, lease=lease)
+        return api_pb2.Lease(lease=lease, ttl_seconds=ttl)
+
+    def Heartbeat(self, requests: Iterator[api_pb2.HeartbeatRequest], call: Call
+                  ) -> Iterator[api_pb2.HeartbeatReply]:
+        node = self._node(call)
+        for beat in requests:
+            fact = self.store.get(f"observed/node/{node}")
+            if fact is None or fact.lease != beat.lease:
+                raise NotFound(f"lease {beat.lease} does not hold node {node}; register again")
+            try:
+                self.store.lease_keepalive(beat.lease)
+            except LeaseNotFound:
+                raise NotFound(f"lease {beat.lease} of node {node} expired; register again") from None
+            yield api_pb2.HeartbeatReply(revision=self.store.revision())
+        # The stream ended: keep nothing alive; the lease runs out and the node's facts vanish.
+
+    def WatchSlice(self, request: api_pb2.WatchRequest, call: Call) -> Iterator[api_pb2.Event]:
+        node = self._node(call)
+        for event in node_slice(self.store, node, request.from_revision, call.context.is_active):
+            yield api_pb2.Event(kind=event.kind, key=event.key, revision=event.revision,
+                                value_json="" if event.value is None else json.dumps(event.value))
+
+    def Report(self, request: api_pb2.ReportRequest, call: Call) -> api_pb2.Json:
+        node = self._node(call)
+        puts, deletes, compares = [], [], []
+        for obs in request.observations:
+            current = self.store.get(obs.key) if obs.key else None
+            self._check_report(node, obs.key, obs.value_json, current)
+            compares.append(Compare(obs.key, current.mod_revision if current else 0))
+            if obs.value_json:
+                puts.append((obs.key, _json_object(obs.value_json, f"value of {obs.key}")))
+            else:
+                deletes.append(obs.key)
+        ok, revision = self.store.txn(compares, puts, deletes)
+        if not ok:
+            raise Conflict("observed facts changed concurrently; report again")
+        return api_pb2.Json(json=json.dumps({"revision": revision, "written": len(puts) + len(deletes)}))
+
+    def _check_report(self, node: str, key: str, value_json: str, current: Any) -> None:
+        parts = key.split("/")
+        if parts[:2] == ["observed", "instance"] and len(parts) == 4:
+            parse_service(f"{parts[2]}/{parts[3]}")
+            claimed = _json_object(value_json, f"value of {key}").get("node") if value_json else node
+            if claimed != node or (current is not None and current.value.get("node") != node):
+                raise Forbidden(f"node {node} may not report {key}: that instance belongs to another node")
+            return
+        if parts[:2] == ["observed", "metric"] and len(parts) == 5 and parts[4] == node:
+            return
+        if key == f"observed/node/{node}":
+            raise BadRequest("report the node document with RegisterNode (it carries the node's lease)")
+        raise Forbidden(f"node {node} may not write {key!r}: only its own observed/ keys")
+
+    def FetchSecrets(self, request: api_pb2.SecretsRequest, call: Call) -> api_pb2.Secrets:
+        node = self._node(call)
+        tenant, instance = self._own_instance(node, request.instance)
+        service = self._service_of(tenant, instance)
+        spec = self.store.get(f"desired/service/{tenant}/{service}")
+        if spec is None:
+            raise NotFound(f"service {tenant}/{service} is not declared")
+        values = []
+        for ref in spec.value.get("secrets", []):
+            plaintext = reveal_secret(self.store, self.keys, ref["name"])
+            if plaintext is None:
+                raise NotFound(f"secret {ref['name']} has no value yet (cca secret set {ref['name']})")
+            mount = ref.get("mount") or ""
+            values.append(api_pb2.SecretValue(name=ref["name"], value=plaintext, mount=mount))
+        return api_pb2.Secrets(secrets=values)
+

@@ -1,0 +1,159 @@
+"""Turns a servicer object into gRPC handlers: each call is parsed (malformed protobuf is
+INVALID_ARGUMENT), authenticated, rate-limited, timed, audited when security-relevant, and its
+errors mapped to status codes with the error's message (never a traceback)."""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import grpc
+from google.protobuf.message import DecodeError
+
+from ccattler.engine.admission.model import Principal
+from ccattler.engine.api import audit
+from ccattler.engine.api.errors import BadRequest, RateLimited, status_of
+from ccattler.engine.api.gen.ccattler.v1 import api_pb2
+from ccattler.engine.api.limits import RateLimiter
+from ccattler.engine.api.metrics import ApiMetrics
+from ccattler.engine.store import Store
+
+log = logging.getLogger("ccattler.api")
+
+_DENIED = {grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED}
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """One request as a servicer sees it: who asks, the request id, and the gRPC context."""
+
+    principal: Principal | None
+    request_id: str
+    context: grpc.ServicerContext
+    peer: str
+
+
+@dataclass(frozen=True, slots=True)
+class Plumbing:
+    """What every handler of one listener shares."""
+
+    store: Store
+    authenticate: Callable[[grpc.ServicerContext], Principal]
+    limiter: RateLimiter
+    metrics: ApiMetrics
+
+
+def _parse(cls: type, raw: bytes) -> Any:
+    message = cls()
+    try:
+        message.ParseFromString(raw)
+    except DecodeError as exc:
+        raise BadRequest(f"malformed {cls.__name__} message: {exc}") from None
+    return message
+
+
+class _Handling:
+    """Runs one call: authentication, limits, the servicer, audit, metrics, status mapping."""
+
+    def __init__(self, plumbing: Plumbing, servicer: Any, name: str, public: bool) -> None:
+        self.plumbing, self.servicer, self.name, self.public = plumbing, servicer, name, public
+        self.fn = getattr(servicer, name)
+
+    def begin(self, context: grpc.ServicerContext) -> Call:
+        peer = context.peer()
+        principal = None if self.public else self.plumbing.authenticate(context)
+        key = principal.name if principal else peer.rsplit(":", 1)[0]
+        if not self.plumbing.limiter.allow(key):
+            self.plumbing.metrics.denials.labels("rate").inc()
+            raise RateLimited(f"rate limit exceeded for {key}; retry in a moment")
+        return Call(principal, uuid.uuid4().hex[:12], context, peer)
+
+    def audit(self, call: Call | None, context: grpc.ServicerContext, request: Any,
+              code: grpc.StatusCode, message: str) -> None:
+        describe = getattr(self.servicer, "audit_object", None)
+        target = describe(self.name, request) if describe and request is not None else None
+        denied = code in _DENIED
+        if target is None and not denied:
+            return
+        decision = "allowed" if code == grpc.StatusCode.OK else ("denied" if denied else "failed")
+        who = call.principal.name if call and call.principal else f"anonymous@{context.peer()}"
+        entry = audit.AuditRecord(call.request_id if call else uuid.uuid4().hex[:12], time.time(), who,
+                                  self.name, target or "", decision, message[:500])
+        try:
+            audit.record(self.plumbing.store, entry)
+        except Exception:  # the call's own outcome stands; a lost audit record is logged loudly
+            log.exception("could not write audit record %s", entry)
+
+    def fail(self, context: grpc.ServicerContext, exc: BaseException, call: Call | None) -> tuple:
+        code = status_of(exc)
+        if code == grpc.StatusCode.INTERNAL:
+            rid = call.request_id if call else "-"
+            log.exception("internal error in %s (request %s)", self.name, rid)
+            return code, f"internal error (request {rid}); the server log has details"
+        if code in _DENIED:
+            self.plumbing.metrics.denials.labels(code.name.lower()).inc()
+        return code, str(exc)
+
+    def finish(self, code: grpc.StatusCode, started: float) -> None:
+        self.plumbing.metrics.requests.labels(self.name, code.name).inc()
+        self.plumbing.metrics.latency.labels(self.name).observe(time.perf_counter() - started)
+
+
+def _unary(h: _Handling, request_cls: type) -> Callable:
+    def behavior(raw: bytes, context: grpc.ServicerContext) -> Any:
+        started, call, request, code, message = time.perf_counter(), None, None, grpc.StatusCode.OK, ""
+        try:
+            call = h.begin(context)
+            request = _parse(request_cls, raw)
+            return h.fn(request, call)
+        except Exception as exc:
+            code, message = h.fail(context, exc, call)
+        finally:
+            h.audit(call, context, request, code, message)
+            h.finish(code, started)
+        context.abort(code, message)
+
+    return behavior
+
+
+def _streaming(h: _Handling, request_cls: type, client_streaming: bool) -> Callable:
+    def behavior(raw: Any, context: grpc.ServicerContext) -> Iterator[Any]:
+        started, call, code, message = time.perf_counter(), None, grpc.StatusCode.OK, ""
+        h.plumbing.metrics.streams.labels(h.name).inc()
+        try:
+            call = h.begin(context)
+            request = (_parse(request_cls, r) for r in raw) if client_streaming else _parse(request_cls, raw)
+            yield from h.fn(request, call)
+        except Exception as exc:
+            code, message = h.fail(context, exc, call)
+        finally:
+            h.plumbing.metrics.streams.labels(h.name).dec()
+            h.finish(code, started)
+        if code != grpc.StatusCode.OK:
+            context.abort(code, message)
+
+    return behavior
+
+
+def handler(service: str, servicer: Any, plumbing: Plumbing, public: frozenset[str] = frozenset()
+            ) -> grpc.GenericRpcHandler:
+    """gRPC handlers for every method of `service` (ccattler.v1.<service>) implemented by `servicer`."""
+    methods = {}
+    for method in api_pb2.DESCRIPTOR.services_by_name[service].methods:
+        request_cls = getattr(api_pb2, method.input_type.name)
+        h = _Handling(plumbing, servicer, method.name, method.name in public)
+        serialize = getattr(api_pb2, method.output_type.name).SerializeToString
+        if method.client_streaming and method.server_streaming:
+            methods[method.name] = grpc.stream_stream_rpc_method_handler(
+                _streaming(h, request_cls, True), response_serializer=serialize)
+        elif method.server_streaming:
+            methods[method.name] = grpc.unary_stream_rpc_method_handler(
+                _streaming(h, request_cls, False), response_serializer=serialize)
+        else:
+            methods[method.name] = grpc.unary_unary_rpc_method_handler(
+                _unary(h, request_cls), response_serializer=serialize)
+    return grpc.method_handlers_generic_handler(f"ccattler.v1.{service}", methods)

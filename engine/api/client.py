@@ -1,0 +1,141 @@
+"""The client library the CLI and agents use: opens a TLS channel from a `Context` (mutual TLS with
+a client certificate, or a bearer token over server-verified TLS) and turns gRPC failures into
+`ApiError`s that say which address and which certificate failed."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import grpc
+
+from ccattler.engine.api.errors import RETRIABLE_CODES
+from ccattler.engine.api.gen.ccattler.v1 import api_pb2, api_pb2_grpc
+from ccattler.engine.clientconfig import Context, token_address
+from ccattler.engine.facts import CcaError
+from ccattler.engine.pki import PkiError, load_cert
+
+DEFAULT_TIMEOUT = 60.0
+MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+
+
+class ApiError(CcaError):
+    """A call to the API server failed; `code` is the gRPC status."""
+
+    def __init__(self, message: str, code: grpc.StatusCode) -> None:
+        super().__init__(message)
+        self.code = code
+        self.retriable = code in RETRIABLE_CODES
+
+
+def _read(path: str | None, what: str) -> bytes | None:
+    if not path:
+        return None
+    try:
+        return Path(path).read_bytes()
+    except OSError as exc:
+        raise CcaError(f"cannot read {what} {path}: {exc.strerror}") from None
+
+
+def _check_cert(path: str, pem: bytes) -> None:
+    try:
+        cert = load_cert(pem)
+    except PkiError as exc:
+        raise CcaError(f"client certificate {path}: {exc}") from None
+    if cert.not_valid_after_utc < dt.datetime.now(dt.UTC):
+        raise CcaError(f"client certificate {path} expired at {cert.not_valid_after_utc:%Y-%m-%d %H:%M} UTC")
+
+
+class Client:
+    """A connection to one API server; use as a context manager or call `close()`."""
+
+    def __init__(
+        self, context: Context, *, timeout: float = DEFAULT_TIMEOUT, anonymous: bool = False
+    ) -> None:
+        self.context, self.timeout = context, timeout
+        ca = _read(context.ca, "CA certificate")
+        options = [("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+                   ("grpc.max_send_message_length", MAX_MESSAGE_BYTES)]
+        if context.cert and context.key and not context.token and not anonymous:
+            cert, key = _read(context.cert, "client certificate"), _read(context.key, "client key")
+            assert cert is not None
+            _check_cert(context.cert, cert)
+            self.address = context.server
+            self.auth = f"mutual TLS with client certificate {context.cert}, CA {context.ca}"
+            credentials = grpc.ssl_channel_credentials(ca, key, cert)
+        else:
+            self.address = context.token_server or token_address(context.server)
+            credentials = grpc.ssl_channel_credentials(ca)
+            if context.token and not anonymous:
+                self.auth = f"bearer token over TLS, CA {context.ca}"
+                credentials = grpc.composite_channel_credentials(
+                    credentials, grpc.access_token_call_credentials(context.token))
+            else:
+                self.auth = f"TLS without client credentials, CA {context.ca}"
+        self.channel = grpc.secure_channel(self.address, credentials, options=options)
+        self.cluster = api_pb2_grpc.ClusterStub(self.channel)
+        self.agent = api_pb2_grpc.AgentStub(self.channel)
+
+    def close(self) -> None:
+        self.channel.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _error(self, exc: grpc.RpcError) -> ApiError:
+        code, details = exc.code(), exc.details() or ""
+        if code == grpc.StatusCode.UNAVAILABLE:
+            return ApiError(f"cannot reach the API server at {self.address} ({self.auth}): {details}. "
+                            "Check that the server runs and that the CA and certificate belong to this "
+                            "cluster", code)
+        if code == grpc.StatusCode.DEADLINE_EXCEEDED:
+            return ApiError(f"the API server at {self.address} did not answer within {self.timeout:g}s", code)
+        return ApiError(details or code.name.lower(), code)
+
+    def unary(self, stub: Any, method: str, request: Any, timeout: float | None = None) -> Any:
+        try:
+            return getattr(stub, method)(request, timeout=timeout or self.timeout)
+        except grpc.RpcError as exc:
+            raise self._error(exc) from None
+
+    def json(self, method: str, request: Any = None, timeout: float | None = None) -> Any:
+        """Call a Cluster method that answers JSON; the decoded value."""
+        reply = self.unary(self.cluster, method, request if request is not None else api_pb2.Empty(), timeout)
+        return json.loads(reply.json)
+
+    def stream(self, stub: Any, method: str, request: Any) -> Iterator[Any]:
+        try:
+            yield from getattr(stub, method)(request)
+        except grpc.RpcError as exc:
+            if exc.code() != grpc.StatusCode.CANCELLED:
+                raise self._error(exc) from None
+
+    def watch(self, prefix: str, from_revision: int = 0) -> Iterator[dict[str, Any]]:
+        """Events under `prefix` after `from_revision` (resume by passing the last revision seen)."""
+        request = api_pb2.WatchRequest(prefix=prefix, from_revision=from_revision)
+        for event in self.stream(self.cluster, "Watch", request):
+            yield {"kind": event.kind, "key": event.key, "revision": event.revision,
+                   "value": json.loads(event.value_json) if event.value_json else None}
+
+    # Convenience wrappers for the common calls.
+
+    def apply(self, sources: list[tuple[str, str]], tenant: str = "", dry_run: bool = False) -> Any:
+        request = api_pb2.ApplyRequest(sources=[api_pb2.Source(path=p, text=t) for p, t in sources],
+                                       tenant=tenant, dry_run=dry_run)
+        return self.json("Apply", request)
+
+    def diff(self, sources: list[tuple[str, str]], tenant: str = "") -> Any:
+        request = api_pb2.ApplyRequest(sources=[api_pb2.Source(path=p, text=t) for p, t in sources],
+                                       tenant=tenant)
+        return self.json("Diff", request)
+
+    def get(self, kind: str, name: str = "", tenant: str = "", all_tenants: bool = False,
+            tags: dict[str, str] | None = None) -> Any:
+        return self.json("Get", api_pb2.GetRequest(kind=kind, name=name, tenant=tenant,
+                                                   all_tenants=all_tenants, tags=tags or {}))

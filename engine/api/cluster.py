@@ -1,0 +1,289 @@
+"""The user-facing calls (ccattler.v1.Cluster): apply, diff, delete, get, watch, status, policy,
+secrets, tokens, users and audit. The server authenticates; admission (`engine.admission`) decides
+what the principal may do and makes the one atomic commit; every answer is JSON text."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import asdict, is_dataclass
+from typing import Any
+
+from ccattler.engine import admission
+from ccattler.engine.admission.capabilities import OBJECT_CAPABILITY_KIND, ref_for
+from ccattler.engine.admission.model import Denied, ObjectRef, Principal
+from ccattler.engine.api import audit, views
+from ccattler.engine.api.calls import Call
+from ccattler.engine.api.errors import BadRequest, Forbidden, NotFound
+from ccattler.engine.api.gen.ccattler.v1 import api_pb2
+from ccattler.engine.auth import (
+    DEFAULT_JOIN_TTL,
+    DEFAULT_USER_TTL,
+    create_token,
+    create_user,
+    delete_user,
+    get_user,
+    list_users,
+)
+from ccattler.engine.facts import DEFAULT_TENANT, parse_service
+from ccattler.engine.pki import CertificateAuthority
+from ccattler.engine.secrets import KeyProvider, delete_secret, rotate_secret, set_secret
+from ccattler.engine.store import Store
+
+#: Roots a user may watch, and the capability that guards each.
+_WATCH_ROOTS = {"desired/": None, "derived/": "service.read", "observed/": "service.read",
+                "audit/": "audit.read", "leader/": "service.read"}
+_AUDITED = {"Apply", "Delete", "PolicyApply", "PolicyDelete", "SecretSet", "SecretDelete", "SecretRotate",
+            "TokenCreate", "UserCreate", "UserDelete", "UserToken"}
+
+
+def _json(value: Any) -> api_pb2.Json:
+    return api_pb2.Json(json=json.dumps(_plain(value), default=str))
+
+
+def _plain(value: Any) -> Any:
+    """Dataclasses (results, denials, refs) as JSON-ready values."""
+    if is_dataclass(value) and not isinstance(value, type):
+        out = asdict(value)
+        if isinstance(value, ObjectRef):
+            out["display"] = str(value)
+        return out
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    return value
+
+
+def _sources(request: api_pb2.ApplyRequest) -> list[Any]:
+    from ccattler.dsl import Source
+
+    if not request.sources:
+        raise BadRequest("no source files given")
+    return [Source(path=s.path, text=s.text) for s in request.sources]
+
+
+def _tenant(request: Any) -> str:
+    tenant = request.tenant or DEFAULT_TENANT
+    parse_service("x", tenant)  # checks the tenant name
+    return tenant
+
+
+class ClusterService:
+    """ccattler.v1.Cluster over one store."""
+
+    def __init__(self, store: Store, ca: CertificateAuthority, keys: KeyProvider) -> None:
+        self.store, self.ca, self.keys = store, ca, keys
+
+    def audit_object(self, method: str, request: Any) -> str | None:
+        if method not in _AUDITED:
+            return None
+        if method in ("Apply", "Delete") and len(getattr(request, "sources", ())) > 0:
+            return "files " + ", ".join(s.path for s in request.sources)
+        if method == "Delete":
+            return f"{request.kind} {request.name}"
+        if method == "TokenCreate":
+            return "join token"
+        name = getattr(request, "name", "")
+        tenant = getattr(request, "tenant", "")
+        return f"{method.removesuffix('Apply').removesuffix('Delete')} {tenant + '/' if tenant else ''}{name}"
+
+    # --- authorization -------------------------------------------------------------------------
+
+    def _allow(self, call: Call, capability: str, ref: ObjectRef) -> None:
+        principal = call.principal
+        assert principal is not None
+        decision = admission.authorize(self.store, principal, capability, ref)
+        if not decision:
+            raise Denied(decision.denials)
+
+    def _admin(self, call: Call, what: str) -> None:
+        self._allow(call, "cluster.admin", ObjectRef("cluster", None, what, ""))
+
+    # --- health and status -----------------------------------------------------------------------
+
+    def Health(self, request: api_pb2.Empty, call: Call) -> api_pb2.Json:
+        return _json({"ok": True, "revision": self.store.revision()})
+
+    def Status(self, request: api_pb2.Empty, call: Call) -> api_pb2.Json:
+        self._allow(call, "service.read", ObjectRef("service", None, "*", "desired/service/"))
+        return _json(views.status(self.store))
+
+    # --- apply path ------------------------------------------------------------------------------
+
+    def Apply(self, request: api_pb2.ApplyRequest, call: Call) -> api_pb2.Json:
+        result = admission.apply_sources(self.store, call.principal, _sources(request),
+                                         tenant=_tenant(request), dry_run=request.dry_run)
+        return _json(result)
+
+    def Diff(self, request: api_pb2.ApplyRequest, call: Call) -> api_pb2.Json:
+        diff = admission.diff_sources(self.store, call.principal, _sources(request), tenant=_tenant(request))
+        return _json(diff)
+
+    def Delete(self, request: api_pb2.DeleteRequest, call: Call) -> api_pb2.Json:
+        tenant = _tenant(request)
+        if request.sources:
+            result = admission.delete_sources(self.store, call.principal, _sources(request), tenant=tenant)
+        else:
+            kind = views.view_kind(request.kind).removesuffix("s") if request.kind else ""
+            if kind not in OBJECT_CAPABILITY_KIND:
+                raise BadRequest(f"cannot delete kind {request.kind!r}")
+            ref = ref_for(kind, request.name, tenant)
+            result = admission.delete_objects(self.store, call.principal, [ref])
+        return _json(result)
+
+    def Plan(self, request: api_pb2.ApplyRequest, call: Call) -> api_pb2.Json:
+        raise Forbidden("live plan is not available on this server yet (use `cca plan FILE` offline)")
+
+    def Explain(self, request: api_pb2.ExplainRequest, call: Call) -> api_pb2.Json:
+        raise Forbidden("live explain is not available on this server yet")
+
+    # --- reading ---------------------------------------------------------------------------------
+
+    def Get(self, request: api_pb2.GetRequest, call: Call) -> api_pb2.Json:
+        kind = views.view_kind(request.kind)
+        tenant = None if request.all_tenants else _tenant(request)
+        tags = dict(request.tags)
+        if kind == "services":
+            self._allow(call, "service.read", self._scope("service", tenant))
+            rows = views.services(self.store, tenant, tags)
+        elif kind == "instances":
+            self._allow(call, "service.read", self._scope("service", tenant))
+            rows = views.instances(self.store, tenant)
+        elif kind == "nodes":
+            self._allow(call, "node.read", ObjectRef("node", None, "*", "desired/node/"))
+            rows = views.nodes(self.store)
+        elif kind == "secrets":
+            self._allow(call, "secret.read", self._scope("secret", tenant))
+            rows = views.secrets(self.store, tenant)
+        elif kind == "policies":
+            self._allow(call, "policy.read", ObjectRef("policy", None, "*", "desired/policy/"))
+            rows = views.policies(self.store)
+        elif kind == "events":
+            self._allow(call, "service.read", self._scope("service", None))
+            rows = views.events(self.store)
+        else:
+            capability = OBJECT_CAPABILITY_KIND[kind]
+            self._allow(call, f"{capability}.read", self._scope(kind, tenant))
+            rows = views.documents(self.store, kind, tenant, tags)
+        if request.name:
+            rows = _named(rows, request.name)
+            if not rows:
+                raise NotFound(f"{kind.removesuffix('s')} {request.name!r} not found")
+        return _json({"kind": kind, "revision": self.store.revision(), "items": rows})
+
+    def _scope(self, kind: str, tenant: str | None) -> ObjectRef:
+        return ObjectRef(kind, tenant, "*", f"desired/{kind}/{tenant + '/' if tenant else ''}")
+
+    def Watch(self, request: api_pb2.WatchRequest, call: Call) -> Iterator[api_pb2.Event]:
+        prefix = request.prefix
+        root = next((r for r in _WATCH_ROOTS if prefix.startswith(r)), None)
+        if root is None:
+            raise BadRequest(f"watch prefix must start with one of {', '.join(_WATCH_ROOTS)}; got {prefix!r}")
+        capability = _WATCH_ROOTS[root]
+        if capability is None:
+            parts = prefix.split("/")
+            kind = parts[1] if len(parts) > 2 else ""
+            if kind not in OBJECT_CAPABILITY_KIND:
+                raise BadRequest("watch desired/<kind>/… (e.g. desired/service/)")
+            tenant = parts[2] if len(parts) > 3 and parts[2] else None
+            self._allow(call, f"{OBJECT_CAPABILITY_KIND[kind]}.read", self._scope(kind, tenant))
+        else:
+            self._allow(call, capability, self._scope(capability.split(".")[0], None))
+        with self.store.watch(prefix, request.from_revision or None) as watch:
+            while call.context.is_active():
+                event = watch.get(timeout=1.0)
+                if event is not None:
+                    yield api_pb2.Event(kind=event.kind, key=event.key, revision=event.revision,
+                                        value_json="" if event.value is None else json.dumps(event.value))
+
+    # --- policies --------------------------------------------------------------------------------
+
+    def PolicyApply(self, request: api_pb2.PolicyRequest, call: Call) -> api_pb2.Json:
+        return _json(admission.apply_policy(self.store, call.principal, request.name, request.text))
+
+    def PolicyList(self, request: api_pb2.Empty, call: Call) -> api_pb2.Json:
+        self._allow(call, "policy.read", ObjectRef("policy", None, "*", "desired/policy/"))
+        return _json({"items": views.policies(self.store)})
+
+    def PolicyDelete(self, request: api_pb2.PolicyRequest, call: Call) -> api_pb2.Json:
+        return _json(admission.delete_policy(self.store, call.principal, request.name))
+
+    # --- secrets ---------------------------------------------------------------------------------
+
+    def _secret_ref(self, request: api_pb2.SecretRequest) -> ObjectRef:
+        if not request.name:
+            raise BadRequest("secret name is empty")
+        return ref_for("secret", request.name, _tenant(request))
+
+    def SecretSet(self, request: api_pb2.SecretRequest, call: Call) -> api_pb2.Json:
+        ref = self._secret_ref(request)
+        verb = "update" if self.store.get(f"secret/{ref.full_name}") else "create"
+        self._allow(call, f"secret.{verb}", ref)
+        info = set_secret(self.store, self.keys, ref.full_name, ref.tenant or "", request.value)
+        return _json(info.to_json())
+
+    def SecretList(self, request: api_pb2.SecretRequest, call: Call) -> api_pb2.Json:
+        tenant = None if request.name == "*" else _tenant(request)
+        self._allow(call, "secret.read", self._scope("secret", tenant))
+        return _json({"items": views.secrets(self.store, tenant)})
+
+    def SecretDelete(self, request: api_pb2.SecretRequest, call: Call) -> api_pb2.Json:
+        ref = self._secret_ref(request)
+        self._allow(call, "secret.delete", ref)
+        if not delete_secret(self.store, ref.full_name, ref.tenant or ""):
+            raise NotFound(f"secret {ref.full_name} has no value")
+        return _json({"deleted": ref.full_name})
+
+    def SecretRotate(self, request: api_pb2.SecretRequest, call: Call) -> api_pb2.Json:
+        ref = self._secret_ref(request)
+        self._allow(call, "secret.update", ref)
+        return _json(rotate_secret(self.store, self.keys, ref.full_name, ref.tenant or "").to_json())
+
+    # --- tokens and users ------------------------------------------------------------------------
+
+    def TokenCreate(self, request: api_pb2.TokenRequest, call: Call) -> api_pb2.Token:
+        self._allow(call, "node.create", ObjectRef("node", None, "*", "desired/node/"))
+        token, record = create_token(self.store, "join", request.ttl_seconds or DEFAULT_JOIN_TTL,
+                                     by=_who(call.principal))
+        return api_pb2.Token(token=token, id=record.id, expires=record.expires)
+
+    def UserCreate(self, request: api_pb2.UserRequest, call: Call) -> api_pb2.Json:
+        self._admin(call, f"user {request.name}")
+        user = create_user(self.store, request.name, request.team or None, tuple(request.groups))
+        return _json(user.to_json())
+
+    def UserList(self, request: api_pb2.Empty, call: Call) -> api_pb2.Json:
+        self._admin(call, "users")
+        return _json({"items": [u.to_json() for u in list_users(self.store)]})
+
+    def UserDelete(self, request: api_pb2.UserRequest, call: Call) -> api_pb2.Json:
+        self._admin(call, f"user {request.name}")
+        if not delete_user(self.store, request.name):
+            raise NotFound(f"user {request.name} does not exist")
+        return _json({"deleted": request.name})
+
+    def UserToken(self, request: api_pb2.UserRequest, call: Call) -> api_pb2.Token:
+        principal = call.principal
+        if not (principal and principal.kind == "user" and principal.name == request.name):
+            self._admin(call, f"user {request.name}")
+        if get_user(self.store, request.name) is None:
+            raise NotFound(f"user {request.name} does not exist (cca user create {request.name})")
+        token, record = create_token(self.store, "user", request.ttl_seconds or DEFAULT_USER_TTL,
+                                     user=request.name, by=_who(principal))
+        return api_pb2.Token(token=token, id=record.id, expires=record.expires)
+
+    def Audit(self, request: api_pb2.AuditRequest, call: Call) -> api_pb2.Json:
+        self._allow(call, "audit.read", ObjectRef("audit", None, "*", "audit/"))
+        return _json({"items": audit.recent(self.store, request.limit or 100)})
+
+
+def _named(rows: list[dict[str, Any]], name: str) -> list[dict[str, Any]]:
+    if "/" not in name:
+        return [r for r in rows if r["name"] == name]
+    ref = parse_service(name)
+    return [r for r in rows if r["name"] == ref.name and r.get("tenant") in (ref.tenant, None)]
+
+
+def _who(principal: Principal | None) -> str:
+    return f"{principal.kind}:{principal.name}" if principal else "anonymous"

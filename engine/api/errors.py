@@ -1,0 +1,70 @@
+"""How errors cross the wire: each CCattler error class maps to one gRPC status code, with the
+error's own message; anything unexpected is INTERNAL with a request id, never a traceback."""
+
+from __future__ import annotations
+
+import grpc
+
+from ccattler.engine.facts import CcaError, InvalidKey, InvalidValue
+
+
+class Unauthenticated(CcaError):
+    """The caller presented no valid credentials."""
+
+
+class Forbidden(CcaError):
+    """The caller is known but may not do this."""
+
+
+class NotFound(CcaError):
+    """The named object does not exist."""
+
+
+class BadRequest(CcaError):
+    """The request is malformed or names something invalid."""
+
+
+class Conflict(CcaError):
+    """The object changed concurrently; the caller may retry."""
+
+    retriable = True
+
+
+class RateLimited(CcaError):
+    """Too many requests from this caller."""
+
+    retriable = True
+
+
+#: Checked in order; the first class the error is an instance of decides the code.
+_CODES: list[tuple[str, grpc.StatusCode]] = [
+    ("Unauthenticated", grpc.StatusCode.UNAUTHENTICATED),
+    ("TokenError", grpc.StatusCode.UNAUTHENTICATED),
+    ("Forbidden", grpc.StatusCode.PERMISSION_DENIED),
+    ("AdmissionDenied", grpc.StatusCode.PERMISSION_DENIED),
+    ("Denied", grpc.StatusCode.PERMISSION_DENIED),
+    ("NotFound", grpc.StatusCode.NOT_FOUND),
+    ("Conflict", grpc.StatusCode.ABORTED),
+    ("RateLimited", grpc.StatusCode.RESOURCE_EXHAUSTED),
+    ("TxnTooLarge", grpc.StatusCode.RESOURCE_EXHAUSTED),
+    ("StoreUnavailable", grpc.StatusCode.UNAVAILABLE),
+    ("Compacted", grpc.StatusCode.OUT_OF_RANGE),
+]
+
+
+def status_of(exc: BaseException) -> grpc.StatusCode:
+    """The gRPC status for an error raised while serving a call."""
+    names = {cls.__name__ for cls in type(exc).__mro__}
+    for name, code in _CODES:
+        if name in names:
+            return code
+    if isinstance(exc, (BadRequest, InvalidKey, InvalidValue, ValueError)):
+        return grpc.StatusCode.INVALID_ARGUMENT
+    if isinstance(exc, CcaError):
+        return grpc.StatusCode.FAILED_PRECONDITION
+    return grpc.StatusCode.INTERNAL
+
+
+#: Status codes the client maps back to retriable errors.
+RETRIABLE_CODES = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.ABORTED,
+                             grpc.StatusCode.RESOURCE_EXHAUSTED})

@@ -1,0 +1,111 @@
+"""The API server: two TLS listeners over one store, never a plaintext port.
+
+`listen` (default 127.0.0.1:7443) requires a client certificate from the cluster CA (mutual TLS:
+admin, nodes, workloads); `token_listen` (default: the next port) is server-verified TLS where users
+present bearer tokens and joining nodes present join tokens. gRPC's Python API cannot ask for an
+optional client certificate on one port, hence two. Limits: `max_message_bytes`, `rate`/`burst` per
+caller. `/metrics` and `/healthz` are plain HTTP on `metrics_listen` (localhost by default).
+"""
+
+from __future__ import annotations
+
+import logging
+from concurrent import futures
+from dataclasses import dataclass
+
+import grpc
+
+from ccattler.engine.api.agent import AgentService
+from ccattler.engine.api.authn import CertAuthenticator, TokenAuthenticator
+from ccattler.engine.api.calls import Plumbing, handler
+from ccattler.engine.api.cluster import ClusterService
+from ccattler.engine.api.limits import RateLimiter
+from ccattler.engine.api.metrics import ApiMetrics, MetricsServer
+from ccattler.engine.clientconfig import token_address
+from ccattler.engine.facts import CcaError
+from ccattler.engine.pki import ClusterFiles, cert_pem, split_address
+from ccattler.engine.secrets import LocalKeyProvider
+from ccattler.engine.store import Store
+
+log = logging.getLogger("ccattler.api")
+
+
+@dataclass(frozen=True, slots=True)
+class ServerOptions:
+    listen: str = "127.0.0.1:7443"
+    token_listen: str | None = None
+    metrics_listen: str | None = "127.0.0.1:9443"
+    max_message_bytes: int = 4 * 1024 * 1024
+    rate: float = 50.0
+    burst: int = 100
+    workers: int = 32
+
+
+class ApiServer:
+    """Serves ccattler.v1.Cluster and ccattler.v1.Agent for one store and one cluster's PKI."""
+
+    def __init__(self, store: Store, files: ClusterFiles, options: ServerOptions = ServerOptions()) -> None:
+        self.store, self.files, self.options = store, files, options
+        ca = files.load_ca()
+        keys = LocalKeyProvider.from_file(files.master_key)
+        try:
+            server_pair = (files.server_key.read_bytes(), files.server_cert.read_bytes())
+        except FileNotFoundError as exc:
+            raise CcaError(f"server certificate not found: {exc.filename} (run `cca init`)") from None
+        self.metrics = ApiMetrics()
+        limiter = RateLimiter(options.rate, options.burst)
+        cluster, agent = ClusterService(store, ca, keys), AgentService(store, ca, keys)
+        grpc_options = [("grpc.max_receive_message_length", options.max_message_bytes),
+                        ("grpc.max_send_message_length", 64 * 1024 * 1024),
+                        ("grpc.so_reuseport", 0)]
+
+        def listener(authenticate, public: frozenset[str], address: str, mutual: bool
+                     ) -> tuple[grpc.Server, int]:
+            plumbing = Plumbing(store, authenticate, limiter, self.metrics)
+            server = grpc.server(futures.ThreadPoolExecutor(options.workers, thread_name_prefix="cca-api"),
+                                 options=grpc_options)
+            server.add_generic_rpc_handlers([handler("Cluster", cluster, plumbing, public),
+                                             handler("Agent", agent, plumbing, public)])
+            credentials = grpc.ssl_server_credentials(
+                [server_pair], root_certificates=cert_pem(ca.cert), require_client_auth=mutual)
+            split_address(address)
+            try:
+                port = server.add_secure_port(address, credentials)
+            except RuntimeError as exc:
+                raise CcaError(f"cannot listen on {address}: {exc}") from None
+            return server, port
+
+        self.mtls, mtls_port = listener(CertAuthenticator(), frozenset({"Health"}), options.listen, True)
+        host = options.listen.rpartition(":")[0]
+        self.listen = f"{host}:{mtls_port}"
+        token_listen = options.token_listen or token_address(self.listen)
+        self.token, token_port = listener(TokenAuthenticator(store), frozenset({"Health", "Join"}),
+                                          token_listen, False)
+        self.token_listen = f"{token_listen.rpartition(':')[0]}:{token_port}"
+        self._metrics_server: MetricsServer | None = None
+        if options.metrics_listen:
+            self._metrics_server = MetricsServer(self.metrics, split_address(options.metrics_listen),
+                                                 self._healthy)
+            self.metrics_listen = "{}:{}".format(*self._metrics_server.address[:2])
+
+    def _healthy(self) -> bool:
+        try:
+            self.store.revision()
+            return True
+        except Exception:
+            return False
+
+    def start(self) -> ApiServer:
+        self.mtls.start()
+        self.token.start()
+        log.info("serving mutual TLS on %s and bearer tokens on %s", self.listen, self.token_listen)
+        return self
+
+    def stop(self, grace: float = 1.0) -> None:
+        for server in (self.mtls, self.token):
+            server.stop(grace)
+        if self._metrics_server is not None:
+            self._metrics_server.close()
+
+    def wait(self) -> None:
+        self.mtls.wait_for_termination()

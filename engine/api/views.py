@@ -1,0 +1,183 @@
+"""Read views for `get`, `describe`, `status` and `events`: store facts joined into rows a table or
+`-o json` can show (instances with their placement and observed state, nodes with their condition,
+secrets as metadata only)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ccattler.engine.admission.capabilities import object_kind
+from ccattler.engine.api.errors import BadRequest
+from ccattler.engine.facts import NAMESPACED_KINDS, CcaError
+from ccattler.engine.store import Store
+
+#: Kinds with a joined view; every other kind word lists its desired/ documents.
+VIEW_KINDS = ("services", "instances", "nodes", "secrets", "policies", "events")
+_ALIASES = {"service": "services", "svc": "services", "instance": "instances", "inst": "instances",
+            "node": "nodes", "secret": "secrets", "policy": "policies", "event": "events"}
+EVENT_HISTORY = 200
+
+
+def view_kind(word: str) -> str:
+    """`services`, `instances`, … or the object kind a word names; `BadRequest` when unknown."""
+    word = word.strip().lower()
+    if word in VIEW_KINDS or word in _ALIASES:
+        return _ALIASES.get(word, word)
+    try:
+        return object_kind(word)
+    except CcaError as exc:
+        raise BadRequest(f"{exc}; or one of {', '.join(VIEW_KINDS)}") from None
+
+
+def _tenant_prefix(base: str, tenant: str | None) -> str:
+    return base if tenant is None else f"{base}{tenant}/"
+
+
+def _tags_match(doc: Mapping[str, Any], tags: Mapping[str, str]) -> bool:
+    have = doc.get("tags") or {}
+    return all(str(have.get(k)) == v for k, v in tags.items())
+
+
+def _row(key: str, value: Any, **extra: Any) -> dict[str, Any]:
+    parts = key.split("/")
+    tenant = parts[-2] if len(parts) >= 4 else None
+    return {"key": key, "name": parts[-1], "tenant": tenant, "value": value} | extra
+
+
+def services(store: Store, tenant: str | None, tags: Mapping[str, str]) -> list[dict[str, Any]]:
+    facts, revision = store.range(_tenant_prefix("desired/service/", tenant))
+    instances, _ = store.range(_tenant_prefix("derived/instance/", tenant), revision)
+    observed, _ = store.range(_tenant_prefix("observed/instance/", tenant), revision)
+    running = {f.key.removeprefix("observed/instance/"): f.value for f in observed}
+    scheduled: dict[str, int] = {}
+    ready: dict[str, int] = {}
+    for fact in instances:
+        service, parts = fact.value.get("service", ""), fact.key.split("/")
+        scheduled[service] = scheduled.get(service, 0) + 1
+        if (running.get(f"{parts[2]}/{parts[4]}") or {}).get("ready"):
+            ready[service] = ready.get(service, 0) + 1
+    rows = []
+    for fact in facts:
+        if not _tags_match(fact.value, tags):
+            continue
+        full = fact.key.removeprefix("desired/service/")
+        rows.append(_row(fact.key, fact.value, age_revision=fact.create_revision, modified=fact.mod_revision,
+                         desired=fact.value.get("instances"), scheduled=scheduled.get(full, 0),
+                         ready=ready.get(full, 0)))
+    return rows
+
+
+def instances(store: Store, tenant: str | None) -> list[dict[str, Any]]:
+    facts, revision = store.range(_tenant_prefix("derived/instance/", tenant))
+    placements = {f.key.removeprefix("derived/placement/"): f.value
+                  for f in store.range(_tenant_prefix("derived/placement/", tenant), revision)[0]}
+    observed = {f.key.removeprefix("observed/instance/"): f.value
+                for f in store.range(_tenant_prefix("observed/instance/", tenant), revision)[0]}
+    rows = []
+    for fact in facts:
+        t, inst = fact.key.split("/")[2], fact.key.split("/")[4]
+        placement = placements.get(f"{t}/{inst}") or {}
+        seen = observed.get(f"{t}/{inst}") or {}
+        rows.append({"key": fact.key, "name": inst, "tenant": t, "value": fact.value,
+                     "service": fact.value.get("service"), "node": placement.get("node"),
+                     "state": seen.get("state", "pending"), "ip": seen.get("ip"),
+                     "restarts": seen.get("restarts", 0), "ready": seen.get("ready", False),
+                     "age_revision": fact.create_revision})
+    return rows
+
+
+def nodes(store: Store) -> list[dict[str, Any]]:
+    observed, revision = store.range("observed/node/")
+    declared = {f.key.split("/")[2]: f.value for f in store.range("desired/node/", revision)[0]}
+    condition = {f.key.split("/")[2]: f.value for f in store.range("derived/node/", revision)[0]}
+    placed: dict[str, int] = {}
+    for fact in store.range("derived/placement/", revision)[0]:
+        placed[fact.value.get("node")] = placed.get(fact.value.get("node"), 0) + 1
+    names = sorted({f.key.split("/")[2] for f in observed} | set(declared))
+    seen = {f.key.split("/")[2]: f for f in observed}
+    rows = []
+    for name in names:
+        fact = seen.get(name)
+        value = fact.value if fact else {}
+        cond = (condition.get(name) or {}).get("condition") or ("ready" if fact else "unknown")
+        rows.append({"key": f"observed/node/{name}", "name": name, "tenant": None, "value": value,
+                     "declared": declared.get(name), "condition": cond, "instances": placed.get(name, 0),
+                     "age_revision": fact.create_revision if fact else None})
+    return rows
+
+
+def secrets(store: Store, tenant: str | None) -> list[dict[str, Any]]:
+    declared, revision = store.range(_tenant_prefix("desired/secret/", tenant))
+    stored_facts, _ = store.range(_tenant_prefix("secret/", tenant), revision)
+    values = {f.key.removeprefix("secret/"): f for f in stored_facts}
+    names = sorted({f.key.removeprefix("desired/secret/") for f in declared} | set(values))
+    docs = {f.key.removeprefix("desired/secret/"): f.value for f in declared}
+    rows = []
+    for full in names:
+        stored = values.get(full)
+        meta = {"version": stored.value.get("version"), "updated": stored.value.get("updated"),
+                "key_id": stored.value.get("key_id")} if stored else None
+        tenant_name, name = full.split("/", 1)
+        rows.append({"key": f"secret/{full}", "name": name, "tenant": tenant_name,
+                     "value": docs.get(full), "set": stored is not None, "meta": meta})
+    return rows
+
+
+def policies(store: Store) -> list[dict[str, Any]]:
+    declared, revision = store.range("desired/policy/")
+    operator, _ = store.range("desired/lp/", revision)
+    rows = [_row(f.key, f.value, type="policy") for f in declared]
+    for fact in operator:
+        text = fact.value.get("text", "") if isinstance(fact.value, dict) else ""
+        rows.append(_row(fact.key, {"lines": text.count("\n") + 1}, type="lp"))
+    return rows
+
+
+def events(store: Store, limit: int = EVENT_HISTORY) -> list[dict[str, Any]]:
+    """The latest changes to desired/, derived/ and observed/ state, oldest first."""
+    revision = store.revision()
+    start = max(0, revision - limit)
+    rows: list[dict[str, Any]] = []
+    with store.watch("", start) as watch:
+        while rows[-1:] == [] or rows[-1]["revision"] < revision:
+            event = watch.get(timeout=2.0)
+            if event is None:
+                break
+            if event.kind == "resync":
+                continue
+            if event.key.startswith(("desired/", "derived/", "observed/")):
+                rows.append({"revision": event.revision, "type": event.kind, "key": event.key})
+            if event.revision >= revision:
+                break
+    return rows
+
+
+def documents(store: Store, kind: str, tenant: str | None, tags: Mapping[str, str]) -> list[dict[str, Any]]:
+    prefix = _tenant_prefix(f"desired/{kind}/", tenant if kind in NAMESPACED_KINDS else None)
+    facts, _ = store.range(prefix)
+    return [_row(f.key, f.value, age_revision=f.create_revision) for f in facts if _tags_match(f.value, tags)]
+
+
+def status(store: Store) -> dict[str, Any]:
+    """Counts and the runner leader: what `cca status` shows."""
+    revision = store.revision()
+
+    def count(prefix: str) -> int:
+        return len(store.range(prefix, revision)[0])
+
+    leader = store.get("leader/runner")
+    conditions = [f.value.get("condition") for f in store.range("derived/node/", revision)[0]]
+    observed = [f.value.get("state") for f in store.range("observed/instance/", revision)[0]]
+    return {
+        "revision": revision,
+        "store": store.url.split("://")[0],
+        "leader": leader.value if leader else None,
+        "services": count("desired/service/"),
+        "instances": {"desired": count("derived/instance/"), "placed": count("derived/placement/"),
+                      "running": observed.count("running"), "failed": observed.count("failed")},
+        "nodes": {"registered": count("observed/node/"), "down": conditions.count("down"),
+                  "draining": conditions.count("draining")},
+        "secrets": count("secret/"),
+        "policies": count("desired/policy/") + count("desired/lp/"),
+    }

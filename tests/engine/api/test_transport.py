@@ -1,0 +1,113 @@
+"""The server speaks only TLS with verified identities: plaintext, foreign-CA, expired and
+certificate-less clients are refused; malformed and oversized requests get clear statuses."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import grpc
+import pytest
+
+from ccattler.engine.api.client import ApiError, Client
+from ccattler.engine.api.gen.ccattler.v1 import api_pb2
+from ccattler.engine.pki import CertificateAuthority, cert_pem, key_pem, new_key
+
+
+def _write_identity(tmp_path, ca, name, lifetime=dt.timedelta(hours=1), kind="admin"):
+    key = new_key()
+    cert = ca.issue(key.public_key(), name=name, kind=kind, lifetime=lifetime)
+    (tmp_path / f"{name}.crt").write_bytes(cert_pem(cert))
+    (tmp_path / f"{name}.key").write_bytes(key_pem(key))
+    return str(tmp_path / f"{name}.crt"), str(tmp_path / f"{name}.key")
+
+
+def test_health_over_mutual_tls(cluster):
+    with cluster.client() as client:
+        assert client.json("Health")["ok"] is True
+
+
+def test_plaintext_client_is_refused(cluster):
+    channel = grpc.insecure_channel(cluster.server.listen)
+    with pytest.raises(grpc.RpcError) as err:
+        channel.unary_unary("/ccattler.v1.Cluster/Health")(b"", timeout=5)
+    assert err.value.code() == grpc.StatusCode.UNAVAILABLE
+    channel = grpc.insecure_channel(cluster.server.token_listen)
+    with pytest.raises(grpc.RpcError):
+        channel.unary_unary("/ccattler.v1.Cluster/Health")(b"", timeout=5)
+
+
+def test_foreign_ca_client_certificate_is_refused(cluster, tmp_path):
+    cert, key = _write_identity(tmp_path, CertificateAuthority.create(), "evil")
+    with cluster.client(cert=cert, key=key) as client, pytest.raises(ApiError) as err:
+        client.json("Health")
+    assert err.value.code == grpc.StatusCode.UNAVAILABLE
+    assert cluster.server.listen in str(err.value) and cert in str(err.value)
+
+
+def test_expired_client_certificate_is_refused_with_its_path(cluster, tmp_path):
+    cert, key = _write_identity(tmp_path, cluster.files.load_ca(), "old", lifetime=dt.timedelta(seconds=-1))
+    with pytest.raises(Exception, match=f"client certificate {cert} expired"):
+        cluster.client(cert=cert, key=key)
+
+
+def test_server_with_another_ca_is_not_trusted(cluster, tmp_path):
+    other = tmp_path / "other-ca.crt"
+    other.write_bytes(cert_pem(CertificateAuthority.create().cert))
+    with cluster.client(ca=str(other)) as client, pytest.raises(ApiError, match="cannot reach"):
+        client.json("Health")
+
+
+def test_token_listener_needs_a_bearer_token(cluster):
+    with Client(cluster.context(cert=None, key=None), timeout=10) as client:
+        assert client.json("Health")["ok"]  # health is public
+        with pytest.raises(ApiError) as err:
+            client.json("Status")
+    assert err.value.code == grpc.StatusCode.UNAUTHENTICATED and "bearer token" in str(err.value)
+    bad_token = cluster.context(cert=None, key=None, token="cca.0123456789ab." + "x" * 40)
+    with Client(bad_token) as client, pytest.raises(ApiError) as err:
+        client.json("Status")
+    assert err.value.code == grpc.StatusCode.UNAUTHENTICATED and "unknown" in str(err.value)
+    assert any(r.value["decision"] == "denied" for r in cluster.store.range("audit/")[0])
+
+
+def test_malformed_protobuf_is_invalid_argument_and_changes_nothing(cluster):
+    revision = cluster.store.revision()
+    with cluster.client() as client:
+        call = client.channel.unary_unary("/ccattler.v1.Cluster/SecretSet")
+        with pytest.raises(grpc.RpcError) as err:
+            call(b"\x0a\xff\xff\xff\xff\x0f", timeout=5)
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "malformed SecretRequest" in err.value.details()
+    assert cluster.store.range("secret/")[0] == []
+    assert all(f.key.startswith("audit/") for f in cluster.store.range("")[0] if f.mod_revision > revision)
+
+
+def test_oversized_request_is_refused_and_changes_nothing(cluster):
+    with cluster.client() as client, pytest.raises(ApiError) as err:
+        client.json("SecretSet", api_pb2.SecretRequest(name="big", value=b"x" * (2 * 1024 * 1024)))
+    assert err.value.code == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert cluster.store.range("secret/")[0] == []
+
+
+def test_metrics_and_healthz(cluster):
+    import urllib.request
+
+    with cluster.client() as client:
+        client.json("Health")
+    base = f"http://{cluster.server.metrics_listen}"
+    assert urllib.request.urlopen(f"{base}/healthz", timeout=5).read() == b"ok\n"
+    text = urllib.request.urlopen(f"{base}/metrics", timeout=5).read().decode()
+    assert 'cca_api_requests_total{code="OK",method="Health"}' in text
+
+
+def test_rate_limit_is_resource_exhausted(make_cluster):
+    c = make_cluster(rate=0.01, burst=2, metrics_listen=None)
+    codes = []
+    with c.client() as client:
+        for _ in range(4):
+            try:
+                client.json("Health")
+                codes.append("ok")
+            except ApiError as exc:
+                codes.append(exc.code)
+    assert codes == ["ok", "ok", grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.RESOURCE_EXHAUSTED]
