@@ -1,0 +1,80 @@
+"""The placement controller: pending instances → `derived/placement/<tenant>/<instance>`.
+
+It runs rules/placement.lp (through `ccattler.engine.solve.placement`) over the snapshot:
+placed instances stay where they are unless their node is gone, down or draining; every other
+instance gets a node, or a document with `"node": null` and the aggregated reasons. Documents
+are rewritten only when the decision changes, so a second reconcile changes nothing. The knob is
+`PlanOptions` (solver budget, candidate pruning, operator extension directories).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+from ccattler.engine.controllers.base import ChangeSet, Snapshot
+from ccattler.engine.explain.reasons import summarize
+from ccattler.engine.facts import placement_key
+from ccattler.engine.solve.placement.model import (
+    DESIRED_NODES,
+    INSTANCES,
+    NODE_CONDITIONS,
+    OBSERVED_NODES,
+    PLACEMENTS,
+    SERVICES,
+    Cluster,
+)
+from ccattler.engine.solve.placement.run import Plan, PlanOptions, plan
+
+
+class PlacementController:
+    """Decides a node for every instance that has none (or lost its node)."""
+
+    name: ClassVar[str] = "placement"
+    reads: ClassVar[tuple[str, ...]] = (
+        OBSERVED_NODES, DESIRED_NODES, NODE_CONDITIONS, SERVICES, INSTANCES, PLACEMENTS,
+    )
+    writes: ClassVar[tuple[str, ...]] = (PLACEMENTS,)
+
+    def __init__(self, options: PlanOptions | None = None) -> None:
+        self.options = options or PlanOptions()
+        self.last_plan: Plan | None = None
+
+    def reconcile(self, snapshot: Snapshot, now: float) -> ChangeSet:
+        cluster = Cluster.from_snapshot(snapshot)
+        result = plan(cluster, self.options)
+        self.last_plan = result
+        return changes(cluster, result)
+
+
+def _score(result: Plan, unit: str, node: str) -> int:
+    return sum(c.amount for c in result.costs
+               if c.subject == unit and c.target == node and str(c.criterion) != "placed")
+
+
+def changes(cluster: Cluster, result: Plan) -> ChangeSet:
+    """The puts and deletes that record `result` (only what differs from the snapshot)."""
+    puts: dict[str, Any] = {}
+    by_key = {inst.key: inst for inst in cluster.instances}
+    for inst_key, node in sorted(result.placements.items()):
+        inst = by_key[inst_key]
+        unit = cluster.services[inst.service].unit
+        doc = {"service": inst.service, "instance": inst.name, "node": node,
+               "revision": cluster.revision, "score": _score(result, unit, node), "reasons": []}
+        puts[placement_key(inst.tenant, inst.name)] = doc
+    for unit, instances in sorted(result.unplaced.items()):
+        reasons = summarize(result.reasons.get(unit, ()))
+        for inst in instances:
+            key = placement_key(inst.tenant, inst.name)
+            old = cluster.existing.get(key)
+            if _same_unplaced(old, reasons):
+                continue
+            puts[key] = {"service": inst.service, "instance": inst.name, "node": None,
+                         "revision": cluster.revision, "score": None, "reasons": reasons}
+    live = {placement_key(i.tenant, i.name) for i in cluster.instances}
+    deletes = frozenset(k for k in cluster.existing if k not in live)
+    return ChangeSet(puts=puts, deletes=deletes)
+
+
+def _same_unplaced(old: Mapping[str, Any] | None, reasons: list[dict[str, Any]]) -> bool:
+    return bool(old) and old.get("node") is None and old.get("reasons") == reasons

@@ -1,0 +1,5 @@
+"""Explain placement: reasons in English, filtered nodes by reason, score breakdowns, unsat cores."""
+
+from ccattler.engine.explain.reasons import KNOWN_CODES, describe, render, summarize
+
+__all__ = ["KNOWN_CODES", "describe", "render", "summarize"]

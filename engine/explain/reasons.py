@@ -1,0 +1,81 @@
+"""English for placement reason codes: one formatter per code, aggregated Nomad-style by count.
+
+`summarize(rejects)` groups per-node `reject` reasons into `{"code", "args", "nodes"}` records
+(what the placement controller stores); `describe(code, args)` words one of them; an unknown code
+(e.g. from an operator extension) prints generically, never crashes.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+from ccattler.engine.solve.decode import Reject
+
+
+def _cpu(m: object) -> str:
+    return f"{m}m"
+
+
+def _mem(mib: object) -> str:
+    if isinstance(mib, int) and mib >= 1024 and mib % 1024 == 0:
+        return f"{mib // 1024}Gi"
+    return f"{mib}Mi"
+
+
+def _pair(args: Sequence[object], i: int) -> object:
+    return args[i] if len(args) > i else "?"
+
+
+_FORMATTERS: dict[str, Callable[[Sequence[object]], str]] = {
+    "missing_label": lambda a: f"missing label {_pair(a, 0)}={_pair(a, 1)}",
+    "restricted": lambda a: f"node restricted to {_pair(a, 0)} (service does not accept it)",
+    "wrong_zone": lambda a: f"not in zone {_pair(a, 0)} (node zone: {_pair(a, 1) or 'none'})",
+    "wrong_architecture": lambda a: (
+        f"architecture is not {_pair(a, 0)} (node: {_pair(a, 1) or 'unknown'})"
+    ),
+    "node_not_ready": lambda a: f"node {_pair(a, 0)}",
+    "insufficient_cpu": lambda a: f"insufficient cpu (need {_cpu(_pair(a, 0))}, free {_cpu(_pair(a, 1))})",
+    "insufficient_memory": lambda a: (
+        f"insufficient memory (need {_mem(_pair(a, 0))}, free {_mem(_pair(a, 1))})"
+    ),
+    "not_chosen": lambda a: "had room but was not chosen (solver budget or spread)",
+    "no_nodes": lambda a: "the cluster has no nodes",
+}
+
+#: The codes this module words; anything else is printed generically.
+KNOWN_CODES = frozenset(_FORMATTERS)
+
+
+def _plain(value: object) -> object:
+    if isinstance(value, tuple):
+        return [_plain(v) for v in value]
+    return value if isinstance(value, int | str) else str(value)
+
+
+def describe(code: str, args: Sequence[object]) -> str:
+    """One reason in English."""
+    formatter = _FORMATTERS.get(code)
+    if formatter is None:
+        shown = ", ".join(str(a) for a in args)
+        return f"{code}({shown})" if shown else code
+    return formatter(args)
+
+
+def summarize(rejects: Iterable[Reject]) -> list[dict[str, Any]]:
+    """Per-node reasons grouped by (code, args) with node counts, most nodes first."""
+    counts: Counter[tuple[str, tuple[object, ...]]] = Counter()
+    for reject in rejects:
+        counts[str(reject.code), tuple(_plain(a) for a in reject.arguments)] += 1
+    ordered = sorted(counts.items(), key=lambda item: (-item[1], item[0][0], str(item[0][1])))
+    return [{"code": code, "args": list(args), "nodes": n} for (code, args), n in ordered]
+
+
+def render(record: Mapping[str, Any]) -> str:
+    """`3 nodes: missing label gpu=true` for one summarized record."""
+    nodes = record.get("nodes", 1)
+    noun = "node" if nodes == 1 else "nodes"
+    if record.get("code") == "no_nodes":
+        return describe("no_nodes", ())
+    return f"{nodes} {noun}: {describe(str(record.get('code')), list(record.get('args') or ()))}"

@@ -1,0 +1,126 @@
+"""The cheap pruning pass: a few dozen candidate nodes per pending unit, so the choice program
+never grounds units × nodes.
+
+The program decides which node classes a unit may use (`class_ok`); here nodes of those classes
+are ordered — preferred labels first, then emptier nodes, with a per-unit rotation so units do
+not all crowd onto the same nodes — and taken until there are `min_count` of them holding at
+least `headroom` × the pending replicas. Spread units take candidates from every eligible zone.
+The knob is `CandidatePolicy`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import defaultdict
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from ccattler.engine.solve.placement.model import Cluster
+
+
+@dataclass(frozen=True, slots=True)
+class CandidatePolicy:
+    min_count: int = 16
+    headroom: int = 2
+
+
+@dataclass(frozen=True, slots=True)
+class UnitNeed:
+    """What a unit asks of a node, summed over its member services."""
+
+    cpu: int
+    mem: int
+    spread: bool
+    prefer: tuple[tuple[str, str, int], ...]
+
+
+def unit_needs(cluster: Cluster, members: Mapping[str, list[str]]) -> dict[str, UnitNeed]:
+    needs = {}
+    for unit, names in members.items():
+        services = [cluster.services[n] for n in names]
+        needs[unit] = UnitNeed(
+            sum(s.cpu for s in services),
+            sum(s.mem for s in services),
+            any(s.spread for s in services),
+            tuple(p for s in services for p in s.prefer),
+        )
+    return needs
+
+
+def _rotation(unit: str) -> int:
+    return int.from_bytes(hashlib.blake2b(unit.encode(), digest_size=4).digest(), "big")
+
+
+def free_order(cluster: Cluster, used: Mapping[str, tuple[int, int]]) -> list[str]:
+    """Ready nodes, emptiest first (in 10% buckets of the larger used share), then by name."""
+    def bucket(name: str) -> int:
+        node = cluster.nodes[name]
+        cpu, mem = used.get(name, (0, 0))
+        share = max(cpu * 10 // node.cpu if node.cpu else 10, mem * 10 // node.mem if node.mem else 10)
+        return share
+    ready = [n for n in sorted(cluster.nodes) if cluster.nodes[n].condition == "ready"]
+    return sorted(ready, key=lambda n: (bucket(n), n))
+
+
+def choose(
+    cluster: Cluster,
+    order: list[str],
+    classes: Mapping[str, str],
+    allowed: Mapping[str, set[str]],
+    pending: Mapping[str, int],
+    needs: Mapping[str, UnitNeed],
+    used: Mapping[str, tuple[int, int]],
+    policy: CandidatePolicy = CandidatePolicy(),
+) -> dict[str, list[str]]:
+    """unit → its candidate nodes, deterministic for the same inputs."""
+    chosen = {}
+    for unit in sorted(pending):
+        reps = allowed.get(unit, set())
+        need = needs[unit]
+        want = pending[unit]
+        if not reps or want <= 0:
+            chosen[unit] = []
+            continue
+        start = _rotation(unit) % len(order) if order else 0
+        rotated = order[start:] + order[:start] if not need.prefer else order
+
+        def preferred(name: str, need: UnitNeed = need) -> int:
+            labels = dict(cluster.nodes[name].labels)
+            return -sum(w for k, v, w in need.prefer if labels.get(k) == v)
+
+        scan = sorted(rotated, key=preferred) if need.prefer else rotated
+        by_zone: dict[object, list[tuple[str, int]]] = defaultdict(list)
+        total = count = 0
+        for name in scan:
+            if classes[name] not in reps:
+                continue
+            node = cluster.nodes[name]
+            cpu, mem = used.get(name, (0, 0))
+            room = want
+            if need.cpu:
+                room = min(room, (node.cpu - cpu) // need.cpu)
+            if need.mem:
+                room = min(room, (node.mem - mem) // need.mem)
+            if room <= 0:
+                continue
+            by_zone[node.zone if need.spread else None].append((name, room))
+            total += room
+            count += 1
+            if not need.spread and count >= policy.min_count and total >= policy.headroom * want:
+                break
+        chosen[unit] = _take(by_zone, want, policy) if need.spread else [n for n, _ in by_zone[None]]
+    return chosen
+
+
+def _take(by_zone: Mapping[object, list[tuple[str, int]]], want: int, policy: CandidatePolicy) -> list[str]:
+    """Round-robin over zones until enough nodes and room are taken."""
+    taken: list[str] = []
+    total = 0
+    queues = [list(reversed(by_zone[z])) for z in sorted(by_zone, key=str)]
+    while any(queues) and (len(taken) < policy.min_count or total < policy.headroom * want):
+        for queue in queues:
+            if queue:
+                name, room = queue.pop()
+                taken.append(name)
+                total += room
+    return taken
