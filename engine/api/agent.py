@@ -164,7 +164,7 @@ class AgentService:
             if claimed != node or (current is not None and current.value.get("node") != node):
                 raise Forbidden(f"node {node} may not report {key}: that instance belongs to another node")
             return
-        if parts[:2] == ["observed", "metric"] and len(parts) == 5 and parts[4] == node:
+        if parts[:2] == ["observed", "metric"] and len(parts) in (5, 6) and parts[-1] == node:
             return
         if key == f"observed/node/{node}":
             raise BadRequest("report the node document with RegisterNode (it carries the node's lease)")

@@ -1,0 +1,145 @@
+"""Agent-facing calls over real mutual TLS: join with a single-use token and a CSR, register and
+heartbeat under a store lease, report only the node's own state, fetch only granted secrets."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import grpc
+import pytest
+
+from ccattler.engine.api.client import ApiError, Client
+from ccattler.engine.api.gen.ccattler.v1 import api_pb2
+from ccattler.engine.auth import create_token
+from ccattler.engine.pki import identity_of, key_pem, load_cert, make_csr, new_key
+from ccattler.engine.secrets import LocalKeyProvider, set_secret
+
+
+def join(cluster, tmp_path, node, token=None):
+    token = token or create_token(cluster.store, "join", 60)[0]
+    key = new_key()
+    with Client(cluster.context(cert=None, key=None), anonymous=True) as anon:
+        request = api_pb2.JoinRequest(token=token, node=node, csr=make_csr(key, node))
+        reply = anon.unary(anon.agent, "Join", request)
+    (tmp_path / f"{node}.crt").write_bytes(reply.cert)
+    (tmp_path / f"{node}.key").write_bytes(key_pem(key))
+    return cluster.client(cert=str(tmp_path / f"{node}.crt"), key=str(tmp_path / f"{node}.key")), token
+
+
+def test_join_issues_a_24h_node_certificate_and_the_token_works_once(cluster, tmp_path):
+    client, token = join(cluster, tmp_path, "n1")
+    cert = load_cert((tmp_path / "n1.crt").read_bytes())
+    assert identity_of(cert).kind == "node" and identity_of(cert).name == "n1"
+    assert 23.9 < (cert.not_valid_after_utc.timestamp() - time.time()) / 3600 <= 24.0
+    revision = cluster.store.revision()
+    with pytest.raises(ApiError) as err:
+        join(cluster, tmp_path, "n2", token)
+    assert err.value.code == grpc.StatusCode.UNAUTHENTICATED and "already used" in str(err.value)
+    assert [f.key for f in cluster.store.range("")[0] if f.mod_revision > revision
+            and not f.key.startswith("audit/")] == []
+    client.close()
+
+
+def test_join_with_a_malformed_csr_keeps_the_token(cluster):
+    token, _ = create_token(cluster.store, "join", 60)
+    with Client(cluster.context(cert=None, key=None), anonymous=True) as anon, pytest.raises(ApiError) as err:
+        anon.unary(anon.agent, "Join", api_pb2.JoinRequest(token=token, node="n1", csr=b"nope"))
+    assert err.value.code == grpc.StatusCode.INVALID_ARGUMENT
+    assert len(cluster.store.range("auth/token/")[0]) == 1
+
+
+def test_register_heartbeat_and_lease_expiry(cluster, tmp_path):
+    client, _ = join(cluster, tmp_path, "n1")
+    with client:
+        lease = client.unary(client.agent, "RegisterNode", api_pb2.RegisterRequest(
+            node_json=json.dumps({"capacity": {"cpu": 2000, "memory": 1 << 30}}), ttl_seconds=3))
+        replies = list(client.agent.Heartbeat(iter([api_pb2.HeartbeatRequest(lease=lease.lease)] * 3)))
+        assert len(replies) == 3
+        assert cluster.store.get("observed/node/n1").lease == lease.lease
+        with pytest.raises(grpc.RpcError) as err:
+            list(client.agent.Heartbeat(iter([api_pb2.HeartbeatRequest(lease=lease.lease + 999)])))
+        assert err.value.code() == grpc.StatusCode.NOT_FOUND
+    deadline = time.time() + 10
+    while cluster.store.get("observed/node/n1") is not None and time.time() < deadline:
+        time.sleep(0.2)
+    assert cluster.store.get("observed/node/n1") is None  # the stream stopped: the lease ran out
+
+
+@pytest.mark.parametrize("key,value", [
+    pytest.param("observed/instance/default/web-abc", {"node": "n2", "state": "running"}, id="other-node"),
+    pytest.param("observed/node/n2", {"capacity": {}}, id="other-node-doc"),
+    pytest.param("desired/service/default/web", {"image": "x"}, id="desired"),
+    pytest.param("observed/metric/web/rps/n2", {"value": 1}, id="other-source-metric"),
+])
+def test_reporting_state_that_is_not_the_nodes_own_is_refused(cluster, tmp_path, key, value):
+    client, _ = join(cluster, tmp_path, "n1")
+    revision = cluster.store.revision()
+    own = api_pb2.Observation(key="observed/instance/default/web-own", value_json=json.dumps({"node": "n1"}))
+    other = api_pb2.Observation(key=key, value_json=json.dumps(value))
+    with client, pytest.raises(ApiError) as err:
+        client.unary(client.agent, "Report", api_pb2.ReportRequest(observations=[own, other]))
+    assert err.value.code == grpc.StatusCode.PERMISSION_DENIED and "n1" in str(err.value)
+    assert [f.key for f in cluster.store.range("observed/")[0] if f.mod_revision > revision] == []
+
+
+def test_reporting_own_instances_and_metrics(cluster, tmp_path):
+    client, _ = join(cluster, tmp_path, "n1")
+    with client:
+        client.unary(client.agent, "Report", api_pb2.ReportRequest(observations=[
+            api_pb2.Observation(key="observed/instance/default/web-x1",
+                                value_json=json.dumps({"node": "n1", "state": "running"})),
+            api_pb2.Observation(key="observed/metric/default/web/rps/n1",
+                                value_json=json.dumps({"value": 3})),
+        ]))
+    assert cluster.store.get("observed/instance/default/web-x1").value["state"] == "running"
+
+
+def test_fetch_secrets_only_for_instances_on_the_node(cluster, tmp_path):
+    keys = LocalKeyProvider.from_file(cluster.files.master_key)
+    set_secret(cluster.store, keys, "db.password", "shop", b"s3cret")
+    cluster.store.txn((), [
+        ("desired/service/shop/web", {"secrets": [{"name": "shop/db.password", "mount": "/run/secrets/db"}]}),
+        ("derived/placement/shop/web-a1", {"service": "shop/web", "instance": "web-a1", "node": "n1"}),
+        ("derived/placement/shop/web-b2", {"service": "shop/web", "instance": "web-b2", "node": "n2"}),
+    ])
+    client, _ = join(cluster, tmp_path, "n1")
+    with client:
+        got = client.unary(client.agent, "FetchSecrets", api_pb2.SecretsRequest(instance="shop/web-a1"))
+        assert [(s.name, s.value, s.mount) for s in got.secrets] == [("shop/db.password", b"s3cret",
+                                                                      "/run/secrets/db")]
+        with pytest.raises(ApiError) as err:
+            client.unary(client.agent, "FetchSecrets", api_pb2.SecretsRequest(instance="shop/web-b2"))
+        assert err.value.code == grpc.StatusCode.PERMISSION_DENIED
+        cert = client.unary(client.agent, "WorkloadCert", api_pb2.WorkloadCertRequest(
+            instance="shop/web-a1", csr=make_csr(new_key(), "web")))
+        assert identity_of(load_cert(cert.cert)).spiffe_id == "spiffe://ccattler/shop/web"
+
+
+def test_admin_cannot_call_agent_methods(cluster):
+    with cluster.client() as client, pytest.raises(ApiError) as err:
+        client.unary(client.agent, "Report", api_pb2.ReportRequest())
+    assert err.value.code == grpc.StatusCode.PERMISSION_DENIED
+
+
+def test_watch_slice_shows_only_the_nodes_placements(cluster, tmp_path):
+    cluster.store.txn((), [
+        ("derived/placement/shop/web-a1", {"service": "shop/web", "node": "n1"}),
+        ("derived/placement/shop/web-b2", {"service": "shop/web", "node": "n2"}),
+        ("derived/firewall/n2", {"rules": []}),
+    ])
+    client, _ = join(cluster, tmp_path, "n1")
+    with client:
+        stream = client.agent.WatchSlice(api_pb2.WatchRequest(from_revision=0))
+        seen = []
+        for event in stream:
+            seen.append((event.kind, event.key))
+            if event.kind == "synced":
+                cluster.store.put("derived/placement/shop/web-c3", {"service": "shop/web", "node": "n1"})
+            if event.key == "derived/placement/shop/web-c3":
+                stream.cancel()
+                break
+    keys = [k for _, k in seen]
+    assert "derived/placement/shop/web-a1" in keys and "derived/placement/shop/web-c3" in keys
+    assert "derived/placement/shop/web-b2" not in keys and "derived/firewall/n2" not in keys
+    assert not any(k.startswith(("secret/", "auth/")) for k in keys)
