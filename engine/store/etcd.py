@@ -14,6 +14,7 @@ from typing import Any
 
 from etcd3 import etcdrpc
 
+from ccattler.engine.facts import check_key
 from ccattler.engine.store.base import (
     Compacted,
     Compare,
@@ -59,6 +60,7 @@ class EtcdStore(Store):
     # -- reads -------------------------------------------------------------------------------
 
     def get(self, key: str) -> Fact | None:
+        check_key(key)
         response = self._conn.call("KV", "Range", etcdrpc.RangeRequest(key=self._key(key)))
         return self._fact(response.kvs[0]) if response.kvs else None
 
@@ -75,7 +77,7 @@ class EtcdStore(Store):
             start = response.kvs[-1].key + b"\0"
 
     def _range_bounds(self, prefix: str) -> tuple[bytes, bytes]:
-        start = self._key(prefix)
+        start = self._key(check_key(prefix, prefix=True))
         if not start:
             return b"\0", b"\0"  # etcd: every key
         end = bytearray(start)

@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping
 from contextlib import contextmanager
 from typing import Any
 
+from ccattler.engine.facts import check_key
 from ccattler.engine.store.base import (
     Compacted,
     Compare,
@@ -26,26 +27,18 @@ from ccattler.engine.store.base import (
 )
 from ccattler.engine.store.ops import MAX_TXN_BYTES, MAX_TXN_OPS, decode, prefix_end, prepare_txn
 from ccattler.engine.store.queue_watch import QueueWatch
+from ccattler.engine.store.sqlite_changes import change_event, decode_changes, encode_changes, previous_fact
 from ccattler.engine.store.sqlite_schema import OwnerLock, connect
 
 DEFAULT_HISTORY = 100_000
 _CHUNK = 500  # keys per `IN (…)` lookup, well under SQLite's parameter limit
 
 _KV_COLUMNS = "key, value, create_rev, mod_rev, version, lease"
-_HISTORY_COLUMNS = (
-    "rev, seq, key, value, create_rev, version, lease, "
-    "prev_value, prev_create, prev_mod, prev_version, prev_lease"
-)
 
 
 def _fact(row: tuple) -> Fact:
     key, value, create_rev, mod_rev, version, lease = row
     return Fact(key, decode(value), create_rev, mod_rev, version, lease)
-
-
-def _event(row: tuple) -> Event:
-    rev, _seq, key, value, *_ignored, prev_value = row[:8]
-    return Event("delete" if value is None else "put", key, decode(value), rev, decode(prev_value))
 
 
 def _prefix_clause(prefix: str) -> tuple[str, tuple]:
@@ -82,7 +75,8 @@ class SqliteStore(Store):
         self._lease_wakeup = threading.Condition(self._lock)
         self._watches: list[QueueWatch] = []
         meta = dict(self._conn.execute("SELECT name, value FROM meta"))
-        self._rev: int = meta["revision"]
+        newest = self._conn.execute("SELECT MAX(rev) FROM history").fetchone()[0] or 0
+        self._rev: int = max(meta["revision"], newest)
         self._compacted: int = meta["compacted"]
         # Leases restart with their full TTL, as etcd does after a leader change.
         now = time.monotonic()
@@ -96,30 +90,26 @@ class SqliteStore(Store):
     # -- reads -------------------------------------------------------------------------------
 
     def get(self, key: str) -> Fact | None:
+        check_key(key)
         with self._open():
             row = self._conn.execute(f"SELECT {_KV_COLUMNS} FROM kv WHERE key = ?", (key,)).fetchone()
         return _fact(row) if row else None
 
     def range(self, prefix: str, revision: int | None = None) -> tuple[list[Fact], int]:
-        where, args = _prefix_clause(prefix)
+        where, args = _prefix_clause(check_key(prefix, prefix=True))
         with self._open():
             rows = self._conn.execute(f"SELECT {_KV_COLUMNS} FROM kv WHERE {where} ORDER BY key", args)
             if revision is None or revision == self._rev:
                 return [_fact(row) for row in rows], self._rev
             self._check_readable(revision)
-            state = {row[0]: row for row in rows}
+            state: dict[str, Fact | None] = {row[0]: _fact(row) for row in rows}
             # Undo every change after `revision`, newest first, so each key ends at its old version.
-            undo = self._conn.execute(
-                "SELECT key, prev_value, prev_create, prev_mod, prev_version, prev_lease FROM history "
-                f"WHERE rev > ? AND {where} ORDER BY rev DESC, seq DESC",
-                (revision, *args),
-            )
-            for row in undo:
-                if row[1] is None:
-                    state.pop(row[0], None)
-                else:
-                    state[row[0]] = row
-        return [_fact(state[key]) for key in sorted(state)], revision
+            logs = "SELECT changes FROM history WHERE rev > ? ORDER BY rev DESC"
+            for (blob,) in self._conn.execute(logs, (revision,)):
+                for change in reversed(decode_changes(blob)):
+                    if change[0].startswith(prefix):
+                        state[change[0]] = previous_fact(change)
+        return [fact for _key, fact in sorted(state.items()) if fact is not None], revision
 
     def revision(self) -> int:
         with self._open():
@@ -151,18 +141,17 @@ class SqliteStore(Store):
             keys = [key for key, _ in ops.puts] + list(ops.deletes)
             old = self._current(keys)
             rev = self._rev + 1
-            kv_rows, history_rows = [], []
+            kv_rows, changes = [], []
             for key, data in ops.puts:
                 prev = old.get(key)
                 create, version = (prev[2], prev[4] + 1) if prev else (rev, 1)
                 kv_rows.append((key, data, create, rev, version, lease))
-                history_rows.append((rev, len(history_rows), key, data, create, version, lease, *_prev(prev)))
+                changes.append((key, data, create, version, lease, prev))
             removed = [key for key in ops.deletes if key in old]
-            for key in removed:
-                history_rows.append((rev, len(history_rows), key, None, None, None, None, *_prev(old[key])))
-            if not history_rows:
+            changes.extend((key, None, None, None, None, old[key]) for key in removed)
+            if not changes:
                 return True, self._rev
-            self._commit(rev, history_rows, kv_rows, removed)
+            self._commit(rev, changes, kv_rows, removed)
             if self._rev - self._compacted > self._history * 1.1:
                 self._compact_locked(self._rev - self._history)
             return True, rev
@@ -176,16 +165,17 @@ class SqliteStore(Store):
                 found[row[0]] = row
         return found
 
-    def _commit(self, rev: int, history_rows: list[tuple], kv_rows: list[tuple], removed: list[str]) -> None:
+    def _commit(self, rev: int, changes: list[tuple], kv_rows: list[tuple], removed: list[str]) -> None:
         """Write one revision atomically and durably, then hand its events to the watches."""
         conn = self._conn
+        blob = encode_changes(changes)
         try:
             conn.execute("BEGIN")
-            conn.executemany(f"INSERT OR REPLACE INTO kv ({_KV_COLUMNS}) VALUES (?,?,?,?,?,?)", kv_rows)
-            conn.executemany("DELETE FROM kv WHERE key = ?", [(key,) for key in removed])
-            conn.executemany(f"INSERT INTO history ({_HISTORY_COLUMNS}) VALUES ({','.join('?' * 12)})",
-                             history_rows)
-            conn.execute("UPDATE meta SET value = ? WHERE name = 'revision'", (rev,))
+            if kv_rows:
+                conn.executemany(f"INSERT OR REPLACE INTO kv ({_KV_COLUMNS}) VALUES (?,?,?,?,?,?)", kv_rows)
+            if removed:
+                conn.executemany("DELETE FROM kv WHERE key = ?", [(key,) for key in removed])
+            conn.execute("INSERT INTO history (rev, changes) VALUES (?, ?)", (rev, blob))
             conn.execute("COMMIT")
         except sqlite3.Error as exc:
             if conn.in_transaction:
@@ -193,27 +183,31 @@ class SqliteStore(Store):
             raise StoreError(f"SQLite store {self.url}: commit failed: {exc}") from None
         self._rev = rev
         if self._watches:
-            events = [(row[2], _event(row)) for row in history_rows]
+            events = [change_event(change, rev) for change in decode_changes(blob)]
             for watch in self._watches:
-                matching = [event for key, event in events if key.startswith(watch.prefix)]
+                matching = [event for event in events if event.key.startswith(watch.prefix)]
                 if matching:
                     watch.push(matching)
 
     # -- watches -----------------------------------------------------------------------------
 
     def watch(self, prefix: str, from_revision: int | None = None) -> Watch:
-        where, args = _prefix_clause(prefix)
+        check_key(prefix, prefix=True)
         watch = QueueWatch(prefix, self._unwatch)
         with self._open():
             if from_revision is not None and from_revision < self._rev:
                 if from_revision + 1 < self._compacted:
                     watch.push([Event("resync", prefix, None, self._rev)])
                 else:
-                    rows = self._conn.execute(
-                        f"SELECT {_HISTORY_COLUMNS} FROM history WHERE rev > ? AND {where} ORDER BY rev, seq",
-                        (from_revision, *args),
+                    logs = self._conn.execute(
+                        "SELECT rev, changes FROM history WHERE rev > ? ORDER BY rev", (from_revision,)
                     )
-                    watch.push(_event(row) for row in rows)
+                    for rev, blob in logs:
+                        watch.push(
+                            change_event(change, rev)
+                            for change in decode_changes(blob)
+                            if change[0].startswith(prefix)
+                        )
             self._watches.append(watch)
         return watch
 
@@ -249,10 +243,9 @@ class SqliteStore(Store):
     def _drop_lease(self, lease: int) -> None:
         """Delete the lease's keys in one revision (with delete events), then the lease itself."""
         rows = self._conn.execute(f"SELECT {_KV_COLUMNS} FROM kv WHERE lease = ? ORDER BY key", (lease,))
-        history_rows = [(self._rev + 1, seq, row[0], None, None, None, None, *_prev(row))
-                        for seq, row in enumerate(rows)]
-        if history_rows:
-            self._commit(self._rev + 1, history_rows, [], [row[2] for row in history_rows])
+        changes = [(row[0], None, None, None, None, row) for row in rows]
+        if changes:
+            self._commit(self._rev + 1, changes, [], [change[0] for change in changes])
         self._conn.execute("DELETE FROM leases WHERE id = ?", (lease,))
         del self._leases[lease]
 
@@ -282,7 +275,9 @@ class SqliteStore(Store):
             return
         with self._transaction():
             self._conn.execute("DELETE FROM history WHERE rev < ?", (revision,))
-            self._conn.execute("UPDATE meta SET value = ? WHERE name = 'compacted'", (revision,))
+            self._conn.executemany(
+                "UPDATE meta SET value = ? WHERE name = ?", [(revision, "compacted"), (self._rev, "revision")]
+            )
         self._compacted = revision
 
     def close(self) -> None:
@@ -317,10 +312,3 @@ class SqliteStore(Store):
                 self._conn.execute("ROLLBACK")
             raise StoreError(f"SQLite store {self.url}: {exc}") from None
 
-
-def _prev(row: tuple | None) -> tuple:
-    """The previous-version columns of a history row, from the key's current kv row (or absent)."""
-    if row is None:
-        return (None, None, None, None, None)
-    _key, value, create_rev, mod_rev, version, lease = row
-    return (value, create_rev, mod_rev, version, lease)

@@ -8,21 +8,17 @@ import sqlite3
 
 from ccattler.engine.store.base import StoreUnavailable
 
-# `kv` is the current state; `history` is the change log since the compaction revision, one row per
-# changed key with the previous version alongside, so watches replay it and `range` at an older
-# revision undoes it. A NULL `value` in history is a delete.
+# `kv` is the current state. `history` is the change log since the compaction revision: one row per
+# revision whose `changes` is a JSON array of the changed keys, each with its previous version, so
+# watches replay it and `range` at an older revision undoes it (one row per txn keeps batches cheap).
+# `meta.revision` is written at compaction only; otherwise the newest history row is the revision.
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS kv (
     key TEXT PRIMARY KEY, value BLOB NOT NULL, create_rev INTEGER NOT NULL,
     mod_rev INTEGER NOT NULL, version INTEGER NOT NULL, lease INTEGER
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS kv_lease ON kv(lease) WHERE lease IS NOT NULL;
-CREATE TABLE IF NOT EXISTS history (
-    rev INTEGER NOT NULL, seq INTEGER NOT NULL, key TEXT NOT NULL,
-    value BLOB, create_rev INTEGER, version INTEGER, lease INTEGER,
-    prev_value BLOB, prev_create INTEGER, prev_mod INTEGER, prev_version INTEGER, prev_lease INTEGER,
-    PRIMARY KEY (rev, seq)
-) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS history (rev INTEGER PRIMARY KEY, changes BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS leases (id INTEGER PRIMARY KEY AUTOINCREMENT, ttl REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;
 INSERT OR IGNORE INTO meta VALUES ('revision', 1), ('compacted', 0);
