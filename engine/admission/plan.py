@@ -1,0 +1,194 @@
+"""Plan one change to the desired state: classify it, build its requests, judge it, guard its commit.
+
+`plan_changes(state, principal, writes, summary)` takes the documents a request writes (None for a
+deletion) and returns a `Plan`: the changes, the denials and warnings of admission.lp and the
+operator policies (after mutation, on the effective result), and the puts, deletes and compares
+of the one transaction that commits it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ccattler.engine.admission.capabilities import capability_kind, ref_from_key
+from ccattler.engine.admission.evaluate import Context, Verdict, evaluate
+from ccattler.engine.admission.model import Change, Denial, ObjectRef, PolicyWarning, Principal
+from ccattler.engine.admission.mutation import apply_mutations
+from ccattler.engine.admission.vocabulary import (
+    Request,
+    auth_facts,
+    quota_facts,
+    request_facts,
+    subject_facts,
+)
+from ccattler.engine.store import Compare, Store
+
+#: Documents that say who may do what (auth groups among `group`s).
+AUTH_PREFIXES = ("desired/role/", "desired/policy/", "desired/grant/", "desired/group/")
+#: Documents that decide admission; the commit is guarded on every key read under them.
+GUARDED_PREFIXES = (*AUTH_PREFIXES, "desired/lp/", "desired/tenant/")
+
+
+@dataclass(frozen=True, slots=True)
+class State:
+    """The desired state at one revision: documents, their mod revisions, operator policies."""
+
+    revision: int
+    docs: Mapping[str, Mapping[str, Any]]
+    mod_revisions: Mapping[str, int]
+    policies: tuple[tuple[str, str], ...]  # (name, .lp text), by name
+
+
+def read_state(store: Store, prefixes: tuple[str, ...] = ("desired/",)) -> State:
+    """Documents under `prefixes` (`desired/lp/` split out as operator policies)."""
+    docs: dict[str, Mapping[str, Any]] = {}
+    mods: dict[str, int] = {}
+    revision = 0
+    for prefix in prefixes:
+        facts, revision = store.range(prefix, revision or None)
+        for fact in facts:
+            docs[fact.key] = fact.value
+            mods[fact.key] = fact.mod_revision
+    policies = tuple(
+        (docs[key]["name"], docs[key]["text"]) for key in sorted(docs) if key.startswith("desired/lp/")
+    )
+    return State(revision, docs, mods, policies)
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """What a request changes, what admission says about it, and the transaction that commits it."""
+
+    revision: int
+    added: tuple[Change, ...]
+    changed: tuple[Change, ...]
+    removed: tuple[Change, ...]
+    unchanged: tuple[ObjectRef, ...]
+    denials: tuple[Denial, ...]
+    warnings: tuple[PolicyWarning, ...]
+    puts: Mapping[str, Any]
+    deletes: tuple[str, ...]
+    compares: tuple[Compare, ...]
+
+
+def request_name(ref: ObjectRef, cap_kind: str) -> str:
+    """The `Name` of a request: `tenant/name`, prefixed with the object kind when it is not the
+    capability kind (`gate:frontend/shop`), so objects of different kinds never share a name."""
+    return ref.full_name if ref.kind == cap_kind else f"{ref.kind}:{ref.full_name}"
+
+
+def object_request(verb: str, ref: ObjectRef, old: Any, new: Any) -> Request:
+    cap_kind = capability_kind(ref, new if new is not None else old)
+    return Request(verb, cap_kind, request_name(ref, cap_kind), ref, old, new)
+
+
+def _secret_refs(doc: Mapping[str, Any] | None, docs: Mapping[str, Any]) -> set[str]:
+    """Secrets a service mounts, directly or through its connections (`tenant/name`)."""
+    if not doc:
+        return set()
+    refs = {s["name"] for s in doc.get("secrets") or ()}
+    for connection in doc.get("connections") or ():
+        tenant, _, name = connection.partition("/")
+        secret = (docs.get(f"desired/connection/{tenant}/{name}") or {}).get("secret")
+        if secret:
+            refs.add(secret)
+    return refs
+
+
+def _secret_use(change: Change, after: Mapping[str, Any], before: Mapping[str, Any]) -> list[Request]:
+    """A service that starts mounting a secret needs secret.use on it (else service.create would
+    hand out every secret)."""
+    if change.ref.kind != "service":
+        return []
+    new_refs = _secret_refs(change.new, after) - _secret_refs(change.old, before)
+    requests = []
+    for full in sorted(new_refs):
+        tenant, _, name = full.partition("/")
+        ref = ObjectRef("secret", tenant, name, f"desired/secret/{tenant}/{name}")
+        requests.append(Request("use", "secret", full, ref, None, after.get(ref.key) or {}))
+    return requests
+
+
+def _classify(
+    state: State, writes: Mapping[str, Mapping[str, Any] | None]
+) -> tuple[list[Change], list[Change], list[Change], list[ObjectRef]]:
+    added, changed, removed, unchanged = [], [], [], []
+    for key in sorted(writes):
+        ref, old, new = ref_from_key(key), state.docs.get(key), writes[key]
+        if new is None:
+            if old is not None:
+                removed.append(Change(ref, old, None))
+        elif old is None:
+            added.append(Change(ref, None, new))
+        elif old != new:
+            changed.append(Change(ref, old, new))
+        else:
+            unchanged.append(ref)
+    return added, changed, removed, unchanged
+
+
+def _judge(
+    state: State, principal: Principal, writes: Mapping[str, Mapping[str, Any] | None], summary: str
+) -> tuple[tuple[list[Change], ...], Verdict]:
+    added, changed, removed, unchanged = _classify(state, writes)
+    after = {k: v for k, v in state.docs.items() if not k.startswith("desired/lp/")}
+    for key, doc in writes.items():
+        if doc is None:
+            after.pop(key, None)
+        else:
+            after[key] = doc
+    verbs = (("create", added), ("update", changed), ("delete", removed))
+    requests = [object_request(verb, c.ref, c.old, c.new) for verb, changes in verbs for c in changes]
+    for change in added + changed:
+        requests += _secret_use(change, after, state.docs)
+    tenants = {
+        c.ref.tenant if c.ref.tenant is not None else c.ref.name
+        for c in added + changed + removed if c.ref.tenant is not None or c.ref.kind == "tenant"
+    }
+    facts = [
+        *subject_facts(principal),
+        *request_facts(requests),
+        *auth_facts({k: v for k, v in state.docs.items() if k.startswith(AUTH_PREFIXES)}),
+        *quota_facts(tenants, state.docs, after),
+    ]
+    context = context_for(state, principal, requests, summary)
+    verdict = evaluate(facts, state.policies, context) if requests else Verdict((), (), ())
+    return (added, changed, removed, unchanged), verdict
+
+
+def context_for(state: State, principal: Principal, requests: list[Request], summary: str) -> Context:
+    subject: dict[str, tuple[str, ...]] = {"name": (principal.name,), "group": tuple(principal.groups)}
+    if principal.team:
+        subject["team"] = (principal.team,)
+    policies = {
+        doc["name"]: doc for key, doc in state.docs.items() if key.startswith("desired/policy/")
+    }
+    return Context(summary, {(r.verb, r.kind, r.name): r for r in requests}, subject, policies)
+
+
+def plan_changes(
+    state: State, principal: Principal, writes: Mapping[str, Mapping[str, Any] | None], summary: str,
+    warnings: tuple[PolicyWarning, ...] = (),
+) -> Plan:
+    """Judge `writes` (key → new document, None to delete) against `state`; mutation first fills
+    operator defaults, then everything is judged again on the effective result."""
+    classes, verdict = _judge(state, principal, writes, summary)
+    denials = list(verdict.denials)
+    if verdict.mutations:
+        mutated, mutation_denials = apply_mutations(writes, verdict.mutations, summary)
+        classes, verdict = _judge(state, principal, mutated, summary)
+        writes, denials = mutated, list(verdict.denials) + mutation_denials
+    added, changed, removed, unchanged = classes
+    touched = [c.ref.key for c in added + changed + removed]
+    guarded = sorted(set(touched) | {k for k in state.docs if k.startswith(GUARDED_PREFIXES)})
+    return Plan(
+        revision=state.revision,
+        added=tuple(added), changed=tuple(changed), removed=tuple(removed), unchanged=tuple(unchanged),
+        denials=tuple(denials),
+        warnings=warnings + verdict.warnings,
+        puts={c.ref.key: c.new for c in added + changed},
+        deletes=tuple(c.ref.key for c in removed),
+        compares=tuple(Compare(k, state.mod_revisions.get(k, 0)) for k in guarded),
+    )

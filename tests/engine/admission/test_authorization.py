@@ -1,0 +1,144 @@
+"""RBAC/ABAC decided by rules/admission.lp: roles, scopes, grants, groups and `when` policies."""
+
+from __future__ import annotations
+
+import pytest
+from admission_builders import ADMIN, ALICE, grant, policy, role, seed, service
+
+from ccattler.engine.admission import Denied, Principal, authorize
+from ccattler.engine.admission.operations import apply_compiled
+
+
+def shop_file(**services: dict) -> dict:
+    """shop.cca as compiled: two services (keyword overrides per service), a role and a policy."""
+    return dict([
+        role("developer", "service.read", "service.update", source="shop.cca"),
+        policy("team-isolation", ["service.update"], [("subject.team", "==", "resource.team")],
+               source="shop.cca"),
+        service("frontend/web", **{"tags": {"team": "storefront"}, **services.get("web", {})}),
+        service("payments/checkout", **{"tags": {"team": "payments"}, **services.get("checkout", {})}),
+    ])
+
+
+@pytest.fixture
+def shop(store):
+    seed(store, *shop_file().items(), grant("developer", "user", "alice"))
+    return store
+
+
+def test_developer_updates_own_team_service(shop):
+    result = apply_compiled(shop, ALICE, shop_file(web={"instances": 5}), {"shop.cca"})
+    assert [str(r) for r in result.changed] == ["service frontend/web"]
+    assert len(result.unchanged) == 3
+    assert shop.get("desired/service/frontend/web").value["instances"] == 5
+
+
+def test_team_isolation_denies_other_team_and_says_why(shop):
+    key = "desired/service/payments/checkout"
+    before = shop.revision()
+    with pytest.raises(Denied) as info:
+        apply_compiled(shop, ALICE, shop_file(web={"instances": 5}, checkout={"instances": 9}), {"shop.cca"})
+    denial = info.value.denials[0]
+    assert denial.policy == "team-isolation"
+    assert denial.code == "condition_false"
+    assert "resource.team=payments" in denial.value
+    assert "subject.team=storefront" in denial.value
+    assert "update service payments/checkout" in str(info.value)
+    assert shop.revision() == before
+    assert shop.get(key).value["instances"] == 1
+    assert shop.get("desired/service/frontend/web").value["instances"] == 1
+
+
+def test_rewriting_the_owner_does_not_move_a_service_into_your_team(shop):
+    with pytest.raises(Denied) as info:
+        apply_compiled(shop, ALICE, shop_file(checkout={"owner": "storefront"}), {"shop.cca"})
+    assert {d.policy for d in info.value.denials} == {"team-isolation"}
+
+
+def test_without_a_role_the_request_is_denied_by_rbac(shop):
+    key, doc = service("frontend/new")
+    with pytest.raises(Denied) as info:
+        apply_compiled(shop, ALICE, {key: doc}, {"new.cca"})
+    (denial,) = info.value.denials
+    assert (denial.policy, denial.code, denial.value) == ("rbac", "no_role", "service.create")
+    assert "in tenant frontend" in denial.message
+
+
+def test_admin_may_do_anything(store):
+    key, doc = service("payments/checkout")
+    result = apply_compiled(store, ADMIN, dict([role("r", "service.read"), (key, doc)]), {"shop.cca"})
+    assert len(result.added) == 2
+
+
+def test_creating_roles_needs_role_create(shop):
+    key, doc = role("superuser", "cluster.admin", source="mine.cca")
+    with pytest.raises(Denied) as info:
+        apply_compiled(shop, ALICE, {key: doc}, {"mine.cca"})
+    assert info.value.denials[0].value == "role.create"
+
+
+@pytest.mark.parametrize(
+    ("capability", "resource", "allowed"),
+    [
+        pytest.param("service.read", "payments/checkout", True, id="read-any-tenant"),
+        pytest.param("service.update", "frontend/web", True, id="update-own-team"),
+        pytest.param("service.update", "payments/checkout", False, id="update-other-team"),
+        pytest.param("workload.update", "frontend/web", True, id="workload-alias"),
+        pytest.param("service.exec", "frontend/web", False, id="exec-not-granted"),
+        pytest.param("secret.read", "frontend/db", False, id="secret-not-granted"),
+        pytest.param("audit.read", None, False, id="audit"),
+    ],
+)
+def test_authorize(shop, capability, resource, allowed):
+    assert authorize(shop, ALICE, capability, resource).allowed is allowed
+
+
+def test_scoped_role_applies_in_its_tenants_only(store):
+    seed(store, role("ops", "service.exec", scopes=("payments",)), grant("ops", "group", "oncall"),
+         service("payments/checkout"), service("frontend/web"))
+    bob = Principal("bob", "user", groups=("oncall",))
+    assert authorize(store, bob, "service.exec", "payments/checkout").allowed
+    assert not authorize(store, bob, "service.exec", "frontend/web").allowed
+    assert authorize(store, bob, "service.exec", "payments/*").allowed
+    assert not authorize(store, bob, "node.read", "n1").allowed
+
+
+def test_auth_group_membership_grants_roles(store):
+    seed(store, role("viewer", "service.read"), grant("viewer", "group", "readers"),
+         ("desired/group/default/readers", {"kind": "group", "tenant": "default", "name": "readers",
+                                            "source": "auth.cca", "type": "auth", "members": ["carol"]}))
+    assert authorize(store, Principal("carol", "user"), "service.read", "web").allowed
+    assert not authorize(store, Principal("dave", "user"), "service.read", "web").allowed
+
+
+@pytest.mark.parametrize(
+    ("when", "allowed"),
+    [
+        pytest.param(("subject.groups", "in", ["sre", "oncall"]), True, id="in-list"),
+        pytest.param(("subject.groups", "not_in", ["sre"]), True, id="not-in-list"),
+        pytest.param(("resource.tenant", "!=", "payments"), False, id="neq-literal"),
+        pytest.param(("resource.tags.tier", "==", "backend"), True, id="tag"),
+        pytest.param(("resource.owner", "==", "payments"), False, id="missing-attribute-is-false"),
+    ],
+)
+def test_policy_operators(store, when, allowed):
+    seed(store, role("ops", "service.exec"), grant("ops", "user", "bob"),
+         policy("p", ["service.exec"], [when]),
+         service("payments/checkout", tags={"tier": "backend"}))
+    bob = Principal("bob", "user", groups=("oncall",))
+    decision = authorize(store, bob, "service.exec", "payments/checkout")
+    assert decision.allowed is allowed
+    if not allowed:
+        assert decision.denials[0].policy == "p"
+
+
+def test_cluster_admin_route_is_not_bound_by_policies_on_other_capabilities(shop):
+    assert apply_compiled(shop, ADMIN, shop_file(checkout={"instances": 2}), {"shop.cca"}).changed
+
+
+def test_mounting_a_secret_needs_secret_use(shop):
+    with pytest.raises(Denied) as info:
+        apply_compiled(shop, ALICE, shop_file(web={"secrets": ("frontend/api.key",)}), {"shop.cca"})
+    (denial,) = info.value.denials
+    assert (denial.code, denial.value) == ("no_role", "secret.use")
+    assert denial.subject == "use secret frontend/api.key"
