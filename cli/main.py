@@ -16,7 +16,7 @@ import typer
 from ccattler.engine.facts import CcaError
 
 #: Command group modules under ccattler.cli, in help order.
-COMMAND_MODULES: tuple[str, ...] = ()
+COMMAND_MODULES: tuple[str, ...] = ("image",)
 
 app = typer.Typer(
     name="cca",

@@ -1,7 +1,8 @@
 """Image references (`[registry/]repository[:tag][@digest]`): parsing and the local name they get.
 
 A reference without a registry host is a local name (`busybox` → `busybox:latest`); pulling such a
-name goes to Docker Hub (`registry-1.docker.io`, `library/` for single-segment names).
+name goes to Docker Hub (`registry-1.docker.io`, `library/` for single-segment names). As in Docker,
+`docker.io/library/busybox` and `busybox` are the same name.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ class InvalidReference(CcaError, ValueError):
 
 
 DOCKER_HUB = "registry-1.docker.io"
+_HUB_ALIASES = frozenset({"docker.io", "index.docker.io", DOCKER_HUB})
 _REPO = re.compile(r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*\Z")
 _TAG = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}\Z")
 _DIGEST = re.compile(r"sha256:[0-9a-f]{64}\Z")
@@ -85,4 +87,8 @@ def parse_reference(text: str) -> Reference:
             f"image reference {text!r}: repository {rest!r} must be lowercase letters, digits, "
             "and . _ - separators"
         )
+    if registry in _HUB_ALIASES:
+        registry = None
+        if rest.startswith("library/") and rest.count("/") == 1:
+            rest = rest[len("library/"):]
     return Reference(registry, rest, tag, digest)
