@@ -11,6 +11,8 @@ The knobs are the constructor's `cluster_cidr` and `node_prefix`.
 from __future__ import annotations
 
 import ipaddress
+import socket
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from ccattler.engine.controllers.base import ChangeSet, Snapshot
@@ -25,6 +27,32 @@ DEFAULT_NODE_PREFIX = 24
 
 class InvalidNetworkConfig(CcaError):
     """The cluster CIDR or the per-node prefix length cannot be used."""
+
+
+def _ip_to_int(text: object) -> int | None:
+    """A dotted-quad IPv4 address as an int, or None (fast: this runs once per instance per tick)."""
+    try:
+        packed = socket.inet_aton(text) if isinstance(text, str) else None
+    except OSError:
+        return None
+    if packed is None or socket.inet_ntoa(packed) != text:  # inet_aton also takes "10.1" and the like
+        return None
+    return int.from_bytes(packed, "big")
+
+
+def _int_to_ip(value: int) -> str:
+    return socket.inet_ntoa(value.to_bytes(4, "big"))
+
+
+@dataclass(frozen=True, slots=True)
+class _NodeNet:
+    """A node's subnet as integers: offset 0 is the network, 1 the bridge (gateway), the last the
+    broadcast; instances get offsets 2 … size - 2."""
+
+    base: int
+    size: int
+    prefix: int
+    gateway: str
 
 
 class NetworkController:
@@ -109,7 +137,11 @@ class NetworkController:
             kept[node] = index
             deletes.discard(SUBNETS + node)
             puts[SUBNETS + node] = self._subnet_doc(node, index)
-        return {node: self._subnet(index) for node, index in kept.items()}
+        return {node: self._node_net(index) for node, index in kept.items()}
+
+    def _node_net(self, index: int) -> _NodeNet:
+        base = int(self.cluster.network_address) + index * self._block
+        return _NodeNet(base, self._block, self.node_prefix, _int_to_ip(base + 1))
 
     def _subnet_doc(self, node: str, index: int) -> dict[str, Any]:
         net = self._subnet(index)
@@ -119,7 +151,7 @@ class NetworkController:
         self,
         snapshot: Snapshot,
         placements: dict[str, Any],
-        subnets: dict[str, ipaddress.IPv4Network],
+        subnets: dict[str, _NodeNet],
         puts: dict[str, Any],
         deletes: set[str],
     ) -> None:
@@ -144,8 +176,7 @@ class NetworkController:
             if subnet is None:
                 continue
             taken = used[placement["node"]]
-            # Offset 0 is the network, 1 the node's bridge (gateway), the last the broadcast.
-            offset = next((o for o in range(2, subnet.num_addresses - 1) if o not in taken), None)
+            offset = next((o for o in range(2, subnet.size - 1) if o not in taken), None)
             if offset is None:
                 continue  # the node's subnet is full; the instance waits without an address
             taken.add(offset)
@@ -153,23 +184,20 @@ class NetworkController:
             puts[ADDRESSES + name] = self._address_doc(placement, subnet, offset)
 
     @staticmethod
-    def _offset(ip: object, subnet: ipaddress.IPv4Network | None) -> int | None:
-        if subnet is None:
+    def _offset(ip: object, subnet: _NodeNet | None) -> int | None:
+        address = _ip_to_int(ip) if subnet is not None else None
+        if address is None:
             return None
-        try:
-            address = ipaddress.IPv4Address(str(ip))
-        except ValueError:
-            return None
-        offset = int(address) - int(subnet.network_address)
-        return offset if 2 <= offset < subnet.num_addresses - 1 else None
+        offset = address - subnet.base
+        return offset if 2 <= offset < subnet.size - 1 else None
 
     @staticmethod
-    def _address_doc(placement: dict[str, Any], subnet: ipaddress.IPv4Network, offset: int) -> dict[str, Any]:
+    def _address_doc(placement: dict[str, Any], subnet: _NodeNet, offset: int) -> dict[str, Any]:
         return {
             "instance": placement.get("instance"),
             "service": placement.get("service"),
             "node": placement["node"],
-            "ip": str(subnet.network_address + offset),
-            "prefix": subnet.prefixlen,
-            "gateway": str(subnet.network_address + 1),
+            "ip": _int_to_ip(subnet.base + offset),
+            "prefix": subnet.prefix,
+            "gateway": subnet.gateway,
         }

@@ -9,10 +9,13 @@ from pathlib import Path
 
 import pytest
 
+from ccattler.engine.runner import Runner
 from ccattler.engine.store import open_store
 from ccattler.engine.store.etcd_process import EtcdProcess
 
 sys.path.insert(0, str(Path(__file__).parent))
+
+from runner_builders import TTL  # noqa: E402  (needs the path above)
 
 
 @pytest.fixture(scope="session")
@@ -35,3 +38,21 @@ def store(request, tmp_path):
 def sqlite_store(tmp_path):
     with open_store(f"sqlite://{tmp_path}/state.db") as opened:
         yield opened
+
+
+@pytest.fixture
+def runners():
+    """Start runners with short timings; every one is stopped after the test."""
+    started: list[Runner] = []
+
+    def make(store, controllers, **kwargs) -> Runner:
+        kwargs.setdefault("leader_ttl", TTL)
+        kwargs.setdefault("debounce", 0.01)
+        runner = Runner(store, controllers, **kwargs)
+        started.append(runner)
+        runner.start()
+        return runner
+
+    yield make
+    for runner in started:
+        runner.stop()

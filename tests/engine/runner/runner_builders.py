@@ -2,10 +2,23 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import ClassVar
 
 from ccattler.engine.controllers.base import ChangeSet, Snapshot
+
+#: Leader and node lease TTL in the live tests (seconds).
+TTL = 2.0
+
+
+def eventually(condition, timeout: float = 10.0, interval: float = 0.02) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(interval)
+    return condition()
 
 
 @dataclass

@@ -8,37 +8,10 @@ import time
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-import pytest
-from runner_builders import Copy
+from runner_builders import TTL, Copy, eventually
 
 from ccattler.engine.controllers.base import ChangeSet, Snapshot
 from ccattler.engine.runner import LEADER_KEY, Runner
-
-TTL = 2.0
-
-
-def eventually(condition, timeout: float = 10.0, interval: float = 0.02) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(interval)
-    return condition()
-
-
-@pytest.fixture
-def runners():
-    started: list[Runner] = []
-
-    def make(store, controllers, **kwargs) -> Runner:
-        runner = Runner(store, controllers, leader_ttl=TTL, debounce=0.01, **kwargs)
-        started.append(runner)
-        runner.start()
-        return runner
-
-    yield make
-    for runner in started:
-        runner.stop()
 
 
 def test_watch_events_drive_the_controller_and_stats_count(store, runners):

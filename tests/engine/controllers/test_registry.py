@@ -1,0 +1,21 @@
+"""The default controller set: order, disjoint write domains, and configuration passed through."""
+
+from __future__ import annotations
+
+from ccattler.engine.controllers.registry import ControllerConfig, default_controllers
+from ccattler.engine.facts import owner_of
+
+
+def test_order_and_one_writer_per_prefix():
+    controllers = default_controllers()
+    assert [c.name for c in controllers] == ["instance", "failure", "placement", "network"]
+    prefixes = [p for c in controllers for p in c.writes]
+    assert len(prefixes) == len(set(prefixes))
+    for controller in controllers:
+        for prefix in controller.writes:
+            assert owner_of(prefix + "x") == f"{controller.name}-controller"
+
+
+def test_configuration_reaches_the_network_controller():
+    network = default_controllers(ControllerConfig(cluster_cidr="10.64.0.0/12", node_prefix=26))[-1]
+    assert str(network.cluster) == "10.64.0.0/12" and network.node_prefix == 26
