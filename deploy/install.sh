@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 SYSTEM_PACKAGES=(etcd-server etcd-client runc busybox-static iproute2 nftables libnftables1
-                 iputils-ping)
+                 iputils-ping skopeo docker-registry)
 
 missing=()
 for p in "${SYSTEM_PACKAGES[@]}"; do
@@ -21,4 +21,6 @@ PYTHON=${PYTHON:-python3}
 [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
 .venv/bin/pip install -q --upgrade pip
 .venv/bin/pip install -q -e '.[dev]'
+# The busybox image, so a fresh machine runs containers with no registry (node state dir).
+.venv/bin/cca image build-busybox
 echo "installed: $(.venv/bin/cca --version)"
