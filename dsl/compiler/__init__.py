@@ -1,0 +1,196 @@
+"""The .cca compiler: sources → `{key: document}` facts, deterministic, reporting every error.
+
+`compile_sources` is what `cca apply`, `cca plan` and the API server call; `compile_with_diagnostics`
+also returns warnings (the linter uses it). Passes: parse every source, declare every named block
+(duplicates are errors), compile service groups (services learn their group), then every block.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ccattler.dsl.ast import Node
+from ccattler.dsl.compiler.cluster import (
+    compile_grant,
+    compile_node,
+    compile_policy,
+    compile_role,
+    compile_tenant,
+)
+from ccattler.dsl.compiler.context import Decl, Declarations, Unit
+from ccattler.dsl.compiler.objects import (
+    compile_connection,
+    compile_gate,
+    compile_group,
+    compile_network,
+    compile_secret,
+    compile_volume,
+)
+from ccattler.dsl.compiler.service import compile_service
+from ccattler.dsl.errors import ERROR, Diagnostic, DslError
+from ccattler.dsl.parser import parse_with_diagnostics
+from ccattler.dsl.sources import Reader, Source, read_relative
+from ccattler.engine.facts import DEFAULT_TENANT, NAMESPACED_KINDS, InvalidValue, check_value, desired_key
+
+__all__ = ["compile_sources", "compile_with_diagnostics"]
+
+_UNNAMED = frozenset({"network", "grant"})
+
+
+def compile_sources(sources: Sequence[Source], tenant: str = DEFAULT_TENANT,
+                    reader: Reader | None = None) -> dict[str, dict]:
+    """Compile `sources` to facts sorted by key; raise `DslError` listing every error."""
+    facts, diagnostics = compile_with_diagnostics(sources, tenant, reader)
+    errors = [d for d in diagnostics if d.severity == ERROR]
+    if errors:
+        raise DslError(errors)
+    return facts
+
+
+def compile_with_diagnostics(sources: Sequence[Source], tenant: str = DEFAULT_TENANT,
+                             reader: Reader | None = None) -> tuple[dict[str, dict], list[Diagnostic]]:
+    """Compile what compiles; return the facts and every error and warning, in file order."""
+    decls = Declarations()
+    units: list[Unit] = []
+    syntax: list[Diagnostic] = []
+    for source in sources:
+        file, found = parse_with_diagnostics(source.text, source.name)
+        syntax.extend(found)
+        lines = {d.line for d in found}
+        broken = [(b.span.line, b.span.end_line) for b in file.blocks
+                  if any(b.span.line <= n <= b.span.end_line for n in lines)]
+        unit = Unit(file, source, tenant, decls, reader or read_relative, broken)
+        units.append(unit)
+        for block in file.blocks:
+            _declare(unit, block)
+
+    facts: dict[str, dict] = {}
+    membership: dict[str, tuple[str, Unit, Node]] = {}
+    for unit in units:
+        for block in unit.file.blocks:
+            if block.keyword == "group":
+                _compile_group(unit, block, facts, membership)
+    for unit in units:
+        for block in unit.file.blocks:
+            if block.keyword != "group":
+                _compile_block(unit, block, facts, membership)
+    _check_group_instances(facts, membership)
+
+    order = {source.name: i for i, source in enumerate(sources)}
+    diagnostics = syntax + [d for u in units for d in u.diagnostics]
+    diagnostics.sort(key=lambda d: (order.get(d.file, 0), d.line, d.column))
+    return dict(sorted(facts.items())), diagnostics
+
+
+def _names(unit: Unit, block: Node) -> tuple[str | None, str] | None:
+    return unit.split_name(block.name, namespaced=block.keyword in NAMESPACED_KINDS)
+
+
+def _declare(unit: Unit, block: Node) -> None:
+    if block.keyword in _UNNAMED:
+        return
+    names = _names(unit, block)
+    if names is None:
+        return
+    tenant, name = names
+    key = (block.keyword, tenant, name)
+    first = unit.decls.table.get(key)
+    if first:
+        shown = name if tenant is None else f"{tenant}/{name}"
+        unit.error(block.name.span, "duplicate-name",
+                   f'{block.keyword} "{shown}" is declared twice (first at {first.source}:{first.span.line})')
+        return
+    unit.decls.table[key] = Decl(block.keyword, tenant, name, unit.file.name, block.span)
+
+
+def _put(unit: Unit, block: Node, facts: dict[str, dict], key: str, doc: dict) -> None:
+    try:
+        check_value(doc)
+    except InvalidValue as exc:
+        unit.error(block.span, "too-large", f"{block.keyword}: {exc}")
+        return
+    facts.setdefault(key, doc)
+
+
+def _header(unit: Unit, block: Node, tenant: str | None, name: str) -> dict:
+    head = {"kind": block.keyword}
+    if tenant is not None:
+        head["tenant"] = tenant
+    head.update(name=name, source=unit.source.name)
+    return head
+
+
+def _compile_group(unit: Unit, block: Node, facts: dict, membership: dict) -> None:
+    names = _names(unit, block)
+    if names is None:
+        return
+    tenant, name = names
+    doc = compile_group(unit, block, tenant)
+    if doc is None:
+        return
+    full = f"{tenant}/{name}"
+    for service in doc.get("services", ()):
+        if service in membership:
+            unit.error(block.span, "group-body",
+                       f'service "{service}" is already in group "{membership[service][0]}"')
+            continue
+        membership[service] = (full, unit, block)
+    doc = {**_header(unit, block, tenant, name), **doc}
+    _put(unit, block, facts, desired_key("group", name, tenant), doc)
+
+
+def _compile_block(unit: Unit, block: Node, facts: dict, membership: dict) -> None:
+    kind = block.keyword
+    if kind == "network":
+        for tenant, digest, doc in compile_network(unit, block):
+            doc = {"kind": "network", "tenant": tenant, "name": digest, **doc}
+            _put(unit, block, facts, desired_key("network", digest, tenant), doc)
+        return
+    if kind == "grant":
+        result = compile_grant(unit, block)
+        if result:
+            digest, doc = result
+            _put(unit, block, facts, desired_key("grant", digest),
+                 {"kind": "grant", "name": digest, "source": unit.source.name, **doc})
+        return
+    names = _names(unit, block)
+    if names is None:
+        return
+    tenant, name = names
+    if kind == "service":
+        group = membership.get(f"{tenant}/{name}")
+        body = compile_service(unit, block, tenant, name, group[0] if group else None)
+        body = {k: v for k, v in body.items() if k not in ("kind", "tenant", "name", "source")}
+    elif kind == "secret":
+        body = compile_secret(unit, block)
+    elif kind == "connection":
+        body = compile_connection(unit, block, tenant)
+    elif kind == "gate":
+        body = compile_gate(unit, block, tenant)
+    elif kind == "volume":
+        body = compile_volume(unit, block)
+    elif kind == "node":
+        body = compile_node(unit, block)
+    elif kind == "tenant":
+        body = compile_tenant(unit, block)
+    elif kind == "role":
+        body = compile_role(unit, block)
+    else:  # policy
+        body = compile_policy(unit, block)
+    _put(unit, block, facts, desired_key(kind, name, tenant), {**_header(unit, block, tenant, name), **body})
+
+
+def _check_group_instances(facts: dict, membership: dict) -> None:
+    """A service group is placed as a unit: its declared services need the same instances."""
+    by_group: dict[str, list[tuple[str, int]]] = {}
+    for service, (group, _unit, _block) in membership.items():
+        tenant, name = service.split("/", 1)
+        doc = facts.get(desired_key("service", name, tenant))
+        if doc is not None:
+            by_group.setdefault(group, []).append((service, doc["instances"]))
+    for group, members in by_group.items():
+        if len({n for _, n in members}) > 1:
+            _, unit, block = next(v for v in membership.values() if v[0] == group)
+            shown = ", ".join(f"{s} has {n}" for s, n in sorted(members))
+            unit.error(block.span, "group-instances",
+                       f'services of group "{group}" must have the same instances ({shown})')
