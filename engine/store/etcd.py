@@ -2,8 +2,8 @@
 
 The high-level `etcd3` client is bypassed on purpose: its watcher loses the error when a stream
 breaks (and so cannot resume without a gap) and its failover never retries. Knobs: the URL's
-endpoints (tried in order, failing over to the next), `?prefix=` (prepended to every key) and
-`?timeout=` (seconds per call).
+endpoints (tried in order, failing over to the next), `?prefix=` (prepended to every key),
+`?timeout=` (seconds per call) and `?ca=&cert=&key=` (PEM files: TLS, mutual with cert and key).
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+import grpc
 from etcd3 import etcdrpc
 
 from ccattler.engine.facts import check_key
@@ -42,11 +43,12 @@ class EtcdStore(Store):
         *,
         prefix: str = "",
         timeout: float = 5.0,
+        credentials: grpc.ChannelCredentials | None = None,
         url: str | None = None,
     ) -> None:
         self.url = url or "etcd://" + ",".join(f"{host}:{port}" for host, port in endpoints)
         self._prefix = prefix.encode()
-        self._conn = Connection(endpoints, self.url, timeout)
+        self._conn = Connection(endpoints, self.url, timeout, credentials)
         self._watches: set[EtcdWatch] = set()
         self.revision()  # fail now, naming the URL, if no endpoint answers
 
@@ -141,6 +143,7 @@ class EtcdStore(Store):
     # -- leases ------------------------------------------------------------------------------
 
     def lease_grant(self, ttl: float) -> int:
+        """A lease of `ttl` seconds, rounded up to whole seconds (etcd also enforces a minimum)."""
         if not ttl > 0:
             raise StoreError(f"lease TTL must be positive, got {ttl}")
         request = etcdrpc.LeaseGrantRequest(TTL=math.ceil(ttl))

@@ -48,9 +48,16 @@ def parse_endpoints(url: str, location: str) -> list[tuple[str, int]]:
 class Connection:
     """The cluster's endpoints, one channel each; calls go to the current one and fail over in order."""
 
-    def __init__(self, endpoints: list[tuple[str, int]], url: str, timeout: float) -> None:
+    def __init__(
+        self,
+        endpoints: list[tuple[str, int]],
+        url: str,
+        timeout: float,
+        credentials: grpc.ChannelCredentials | None = None,
+    ) -> None:
         self.url = url
         self.timeout = timeout
+        self._credentials = credentials
         self._targets = [f"{host}:{port}" for host, port in endpoints]
         self._channels: dict[int, grpc.Channel] = {}
         self._stubs: dict[tuple[int, str], Any] = {}
@@ -65,10 +72,14 @@ class Connection:
             if stub is None:
                 channel = self._channels.get(index)
                 if channel is None:
-                    channel = grpc.insecure_channel(self._targets[index], options=_CHANNEL_OPTIONS)
-                    self._channels[index] = channel
+                    channel = self._channels[index] = self._open_channel(self._targets[index])
                 stub = self._stubs[(index, service)] = getattr(etcdrpc, f"{service}Stub")(channel)
             return index, stub
+
+    def _open_channel(self, target: str) -> grpc.Channel:
+        if self._credentials is None:
+            return grpc.insecure_channel(target, options=_CHANNEL_OPTIONS)
+        return grpc.secure_channel(target, self._credentials, options=_CHANNEL_OPTIONS)
 
     def fail_over(self, index: int) -> None:
         """Endpoint `index` failed: move to the next one (unless another thread already did)."""

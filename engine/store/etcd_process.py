@@ -12,6 +12,8 @@ import socket
 import subprocess
 import tempfile
 import time
+from dataclasses import dataclass
+from urllib.parse import quote
 
 from ccattler.engine.store.base import StoreUnavailable
 from ccattler.engine.store.ops import MAX_TXN_BYTES, MAX_TXN_OPS
@@ -24,6 +26,17 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+@dataclass(frozen=True, slots=True)
+class EtcdTls:
+    """PEM file paths: the CA, etcd's server certificate and a client certificate it accepts."""
+
+    ca: str
+    server_cert: str
+    server_key: str
+    client_cert: str
+    client_key: str
+
+
 class EtcdProcess:
     """One etcd child process; use as a context manager or call `start()`/`stop()`."""
 
@@ -34,12 +47,14 @@ class EtcdProcess:
         binary: str = "etcd",
         max_txn_ops: int = MAX_TXN_OPS,
         max_request_bytes: int = MAX_TXN_BYTES,
+        tls: EtcdTls | None = None,
     ) -> None:
         self._own_dir = data_dir is None
         self.data_dir = data_dir or tempfile.mkdtemp(prefix="cca-etcd-")
         self.binary = binary
         self.max_txn_ops = max_txn_ops
         self.max_request_bytes = max_request_bytes
+        self.tls = tls
         self.port = 0
         self._process: subprocess.Popen | None = None
 
@@ -49,7 +64,11 @@ class EtcdProcess:
 
     @property
     def url(self) -> str:
-        return f"etcd://{self.endpoint}"
+        """The store URL, with the client certificate options when etcd requires mutual TLS."""
+        if self.tls is None:
+            return f"etcd://{self.endpoint}"
+        files = {"ca": self.tls.ca, "cert": self.tls.client_cert, "key": self.tls.client_key}
+        return f"etcd://{self.endpoint}?" + "&".join(f"{k}={quote(v)}" for k, v in files.items())
 
     def start(self, timeout: float = 20.0) -> EtcdProcess:
         if shutil.which(self.binary) is None:
@@ -57,7 +76,8 @@ class EtcdProcess:
                 f"cannot start etcd: {self.binary!r} is not installed (apt-get install etcd-server)"
             )
         self.port, peer = free_port(), free_port()
-        client_url, peer_url = f"http://127.0.0.1:{self.port}", f"http://127.0.0.1:{peer}"
+        scheme = "https" if self.tls else "http"
+        client_url, peer_url = f"{scheme}://127.0.0.1:{self.port}", f"http://127.0.0.1:{peer}"
         self._command = [
             self.binary, "--name", "cca", "--data-dir", os.path.join(self.data_dir, "member-data"),
             "--listen-client-urls", client_url, "--advertise-client-urls", client_url,
@@ -66,6 +86,11 @@ class EtcdProcess:
             "--max-txn-ops", str(self.max_txn_ops), "--max-request-bytes", str(self.max_request_bytes),
             "--heartbeat-interval", "50", "--election-timeout", "500",
         ]
+        if self.tls:
+            self._command += [
+                "--cert-file", self.tls.server_cert, "--key-file", self.tls.server_key,
+                "--trusted-ca-file", self.tls.ca, "--client-cert-auth",
+            ]
         self.log_path = os.path.join(self.data_dir, "etcd.log")
         self._launch(timeout)
         return self
@@ -87,7 +112,18 @@ class EtcdProcess:
         from etcd3 import etcdrpc
 
         deadline = time.monotonic() + timeout
-        with grpc.insecure_channel(self.endpoint) as channel:
+        if self.tls is None:
+            channel = grpc.insecure_channel(self.endpoint)
+        else:
+            def read(path: str) -> bytes:
+                with open(path, "rb") as file:
+                    return file.read()
+
+            credentials = grpc.ssl_channel_credentials(
+                read(self.tls.ca), read(self.tls.client_key), read(self.tls.client_cert)
+            )
+            channel = grpc.secure_channel(self.endpoint, credentials)
+        with channel:
             stub = etcdrpc.KVStub(channel)
             while True:
                 if self._process.poll() is not None:

@@ -1,7 +1,8 @@
 """`open_store(url)`: the one way to open a store; the URL scheme picks the backend.
 
 `sqlite:///abs/path.db[?history=N&max_txn_ops=N&max_txn_bytes=N]`, `sqlite://:memory:`, and
-`etcd://host:port[,host:port…][?prefix=/ccattler/&timeout=SECONDS]`.
+`etcd://host:port[,host:port…][?prefix=/ccattler/&timeout=SECONDS&ca=PEM&cert=PEM&key=PEM]`
+(`ca` alone: TLS that verifies the server; with `cert` and `key`: mutual TLS).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from urllib.parse import parse_qs
 from ccattler.engine.store.base import Store, StoreError
 
 _SQLITE_OPTIONS = {"history", "max_txn_ops", "max_txn_bytes"}
-_ETCD_OPTIONS = {"prefix", "timeout"}
+_ETCD_OPTIONS = {"prefix", "timeout", "ca", "cert", "key"}
 _EXPECTED = "expected sqlite:///absolute/path.db, sqlite://:memory: or etcd://host:port[,host:port…]"
 
 
@@ -89,4 +90,30 @@ def _open_etcd(url: str, location: str, options: dict[str, str]) -> Store:
         timeout = -1.0
     if timeout <= 0:
         raise StoreError(f"store URL {url!r}: timeout must be a positive number of seconds")
-    return EtcdStore(endpoints, prefix=options.get("prefix", ""), timeout=timeout, url=url)
+    credentials = _etcd_credentials(url, options)
+    return EtcdStore(
+        endpoints, prefix=options.get("prefix", ""), timeout=timeout, credentials=credentials, url=url
+    )
+
+
+def _etcd_credentials(url: str, options: dict[str, str]):
+    """gRPC TLS credentials from the `ca`, `cert` and `key` files, or None for plaintext."""
+    if not {"ca", "cert", "key"} & set(options):
+        return None
+    if ("cert" in options) != ("key" in options):
+        raise StoreError(f"store URL {url!r}: give cert and key together (mutual TLS) or neither")
+    pem: dict[str, bytes | None] = {}
+    for name in ("ca", "cert", "key"):
+        if name not in options:
+            pem[name] = None
+            continue
+        try:
+            with open(options[name], "rb") as file:
+                pem[name] = file.read()
+        except OSError as exc:
+            raise StoreError(
+                f"store URL {url!r}: cannot read {name} file {options[name]}: {exc.strerror}"
+            ) from None
+    import grpc  # here, not at the top: `cca --help` should not load gRPC
+
+    return grpc.ssl_channel_credentials(pem["ca"], pem["key"], pem["cert"])

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 
 import grpc
 import pytest
 from etcd3 import etcdrpc
 
-from ccattler.engine.store import TxnTooLarge, open_store
-from ccattler.engine.store.etcd_process import EtcdProcess, free_port
+from ccattler.engine.pki.ca import CertificateAuthority, cert_pem, key_pem, new_key
+from ccattler.engine.store import StoreError, StoreUnavailable, TxnTooLarge, open_store
+from ccattler.engine.store.etcd_process import EtcdProcess, EtcdTls, free_port
 
 pytestmark = pytest.mark.store
 
@@ -55,3 +57,36 @@ def test_a_server_with_lower_limits_refuses_the_whole_txn_naming_its_limit():
             store.txn(puts={f"b/{i}": "x" * 400_000 for i in range(3)})
         assert store.range("")[0] == []
         store.txn(puts={f"o/{i:03}": i for i in range(128)})
+
+
+def write_tls_files(directory) -> EtcdTls:
+    """A CA, a server certificate for 127.0.0.1 and a client certificate, as PEM files."""
+    ca = CertificateAuthority.create("etcd-test-ca")
+    paths = {}
+    for name, server in (("server", True), ("client", False)):
+        key = new_key()
+        cert = ca.issue(key.public_key(), name=f"etcd-{name}", kind="etcd", lifetime=timedelta(hours=1),
+                        hosts=("127.0.0.1",), server=server)
+        paths[f"{name}_cert"] = directory / f"{name}.crt"
+        paths[f"{name}_key"] = directory / f"{name}.key"
+        paths[f"{name}_cert"].write_bytes(cert_pem(cert))
+        paths[f"{name}_key"].write_bytes(key_pem(key))
+    (directory / "ca.crt").write_bytes(cert_pem(ca.cert))
+    return EtcdTls(ca=str(directory / "ca.crt"), **{name: str(path) for name, path in paths.items()})
+
+
+def test_mutual_tls_to_etcd_and_clear_errors_without_it(tmp_path):
+    tls = write_tls_files(tmp_path)
+    with EtcdProcess(tls=tls) as etcd:
+        with open_store(etcd.url) as store, store.watch("t/") as watch:
+            revision = store.put("t/a", {"secure": True})
+            assert watch.get(timeout=5).revision == revision
+        with pytest.raises(StoreUnavailable, match="unreachable") as plaintext:
+            open_store(f"etcd://{etcd.endpoint}?timeout=2")
+        assert etcd.endpoint in str(plaintext.value)
+        with pytest.raises(StoreUnavailable):  # the server demands a client certificate
+            open_store(f"etcd://{etcd.endpoint}?ca={tls.ca}&timeout=2")
+    with pytest.raises(StoreError, match="cert and key together"):
+        open_store(f"etcd://127.0.0.1:1?ca={tls.ca}&cert={tls.client_cert}")
+    with pytest.raises(StoreError, match="cannot read ca file /no/ca.pem"):
+        open_store("etcd://127.0.0.1:1?ca=/no/ca.pem")
