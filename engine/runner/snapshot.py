@@ -15,7 +15,7 @@ from types import MappingProxyType
 from typing import Any
 
 from ccattler.engine.controllers.base import Snapshot
-from ccattler.engine.store.base import Store, StoreError, Watch
+from ccattler.engine.store.base import Event, Store, StoreError, Watch
 
 
 def minimal_prefixes(prefixes: Iterable[str]) -> list[str]:
@@ -94,7 +94,10 @@ class FactCache:
     def _pump(self, view: _View) -> None:
         while not self._stopped.is_set():
             watch = view.watch
-            event = watch.get(timeout=0.5) if watch is not None else None
+            try:
+                event = watch.get(timeout=0.5) if watch is not None else None
+            except StoreError:  # the watch broke for good: start over from a fresh list
+                event = Event("resync", view.prefix, None, view.revision)
             if event is None:
                 continue
             if event.kind == "resync":

@@ -118,3 +118,21 @@ def test_periodic_resync_reruns_controllers(store, runners):
     before = len(copy.calls)
     time.sleep(1.0)
     assert len(copy.calls) >= before + 2
+
+
+def test_a_tiny_max_ops_forces_batches_that_keep_each_group_in_one_revision(store, runners):
+    start = store.revision()
+    watch = store.watch("out/", start)
+    runner = runners(store, [Copy(group_size=3)], max_ops=4)  # room for one group (+ the fence) per txn
+    assert runner.wait_idle(10)
+    store.txn((), [(f"in/{i}", {"v": i}) for i in range(9)], ())
+    revisions: dict[str, int] = {}
+    assert eventually(lambda: len(store.range("out/")[0]) == 9)
+    while (event := watch.get(timeout=1.0)) is not None:
+        revisions[event.key] = event.revision
+    watch.cancel()
+    keys = sorted(revisions)
+    groups = [keys[i:i + 3] for i in range(0, 9, 3)]
+    assert [len({revisions[k] for k in group}) for group in groups] == [1, 1, 1]
+    assert len({revisions[group[0]] for group in groups}) == 3
+    assert runner.stats["copy"].commits >= 3
