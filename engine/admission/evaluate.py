@@ -86,7 +86,8 @@ def operator_verdict(
     try:
         symbols = _run(program_from_text(f"lp/{name}", text, label=f"{name}.lp"), facts)
     except LogicError as exc:
-        return [Denial(name, "policy_error", context.summary, name, f"policy {name} failed: {exc}")], [], []
+        message = f"policy {name} failed: {str(exc).replace('<block>', f'{name}.lp')}"
+        return [Denial(name, "policy_error", context.summary, name, message)], [], []
     out = {sig: [s for s in symbols if s.match(*sig)] for sig in POLICY_OUTPUTS}
     messages: dict[str, str] = {}
     for sym in out[("message", 2)]:

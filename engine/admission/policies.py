@@ -63,7 +63,7 @@ class _Atoms(ast.Transformer):
     def visit_SymbolicAtom(self, node: ast.AST) -> ast.AST:  # noqa: N802 (clingo's visitor naming)
         sig = _signature(node.symbol)
         if sig is not None:
-            self.found.append((sig, node.location))
+            self.found.append((sig, node.symbol.location))
         return node
 
 
@@ -100,7 +100,9 @@ def validate_policy(name: str, text: str) -> None:
         session = Session(program_from_text(f"lp/{name}", text, label=f"{name}.lp"), SOLVE_OPTIONS)
         session.ground()
     except LogicError as exc:
-        raise PolicyError(f"policy {name} is not valid:\n{exc}") from None
+        # The bridge labels parse messages only; grounding messages still say <block>.
+        message = str(exc).replace("<block>", f"{name}.lp")
+        raise PolicyError(f"policy {name} is not valid:\n{message}") from None
     errors = unknown_predicates(name, text)
     if errors:
         raise PolicyError(f"policy {name} is not valid:\n" + "\n".join(errors))
