@@ -104,6 +104,12 @@ def node(busybox_state: Path, tmp_path: Path) -> Iterator[Node]:
         assert_clean(state, network.bridge)
 
 
+@pytest.fixture
+def clean_check():
+    """The check that nothing of a node is left, for tests that build their own node."""
+    return assert_clean
+
+
 def assert_clean(state: Path, bridge: str) -> None:
     """Nothing of this node is left: runc containers, links, namespaces, mounts, nft table."""
     runc = subprocess.run(["runc", "--root", str(state / "runc"), "list", "-q"], capture_output=True,

@@ -1,0 +1,143 @@
+"""One node's machinery below the API connection: the runtime, the image store, the node network
+and the reconciler, driven by the node's slice of facts. The agent process is a loop on top:
+feed `apply(slice)` the facts it watches, report what it returns.
+
+Knobs: the runtime kind (`runc` when root and runc are present, else `process`; `sim`), the state
+dir (`agent.paths.default_state_dir`), the bridge name, and the reconciler's backoff.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from ccattler.agent.desired import desired_instances, node_subnet
+from ccattler.agent.images.store import ImageStore
+from ccattler.agent.net.node import NodeNetwork
+from ccattler.agent.reconcile import Backoff, Reconciler
+from ccattler.agent.runtime.base import Runtime
+from ccattler.engine.facts import CcaError
+
+RUNTIMES = ("runc", "process", "sim")
+
+
+def default_runtime_kind() -> str:
+    """runc when this process is root and runc is installed, else process."""
+    return "runc" if os.geteuid() == 0 and shutil.which("runc") else "process"
+
+
+def make_runtime(kind: str, state_dir: Path, images: ImageStore, runc_root: Path | None = None) -> Runtime:
+    if kind == "runc":
+        from ccattler.agent.runtime.runc import RuncRuntime
+
+        return RuncRuntime(state_dir, images, runc_root=runc_root or Path("/run/ccattler/runc"))
+    if kind == "process":
+        from ccattler.agent.runtime.process import ProcessRuntime
+
+        return ProcessRuntime(state_dir)
+    if kind == "sim":
+        from ccattler.agent.runtime.sim import SimRuntime
+
+        return SimRuntime()
+    raise CcaError(f"unknown runtime {kind!r} (expected one of {', '.join(RUNTIMES)})")
+
+
+def machine_capacity() -> dict[str, int]:
+    """This machine's cpu (millicores, from the cpus this process may use) and memory (bytes)."""
+    memory = 0
+    with open("/proc/meminfo") as meminfo:
+        for line in meminfo:
+            if line.startswith("MemTotal:"):
+                memory = int(line.split()[1]) * 1024
+                break
+    return {"cpu": len(os.sched_getaffinity(0)) * 1000, "memory": memory}
+
+
+def node_document(*, capacity: Mapping[str, int] | None = None,
+                  labels: Mapping[str, str] | None = None, zone: str | None = None,
+                  restrictions: tuple[str, ...] = (), address: str | None = None,
+                  architecture: str | None = None) -> dict[str, Any]:
+    """The `observed/node/<node>` document (docs/facts.md) an agent registers with."""
+    from ccattler.agent.images.platform import host_platform
+
+    return {"capacity": dict(capacity or machine_capacity()), "labels": dict(labels or {}),
+            "zone": zone, "architecture": architecture or host_platform()[1],
+            "restrictions": list(restrictions),
+            "address": address or _host_address()}
+
+
+def _host_address() -> str:
+    try:
+        return socket.gethostbyname(socket.gethostname())
+    except OSError:
+        return "127.0.0.1"
+
+
+class NodeCore:
+    """Runtime + images + network + reconciler for node `node`."""
+
+    def __init__(self, node: str, runtime: Runtime, *, state_dir: Path | None = None,
+                 bridge: str = "cca0", backoff: Backoff = Backoff(), stop_timeout: float = 5.0,
+                 no_masquerade: tuple[str, ...] = ()):
+        self.node, self.runtime, self.bridge = node, runtime, bridge
+        self.state_dir = state_dir
+        self.backoff, self.stop_timeout, self.no_masquerade = backoff, stop_timeout, no_masquerade
+        self.network: NodeNetwork | None = None
+        self.reconciler: Reconciler | None = None
+        if not runtime.isolated_network:
+            self.reconciler = self._reconciler(None)
+
+    def apply(self, facts: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+        """Converge on the slice `facts`; returns every observed instance document of this node.
+
+        Call it with the first complete slice (everything else on the node is removed), then on
+        every change and every second or so (to notice crashes and run restarts).
+        """
+        desired = desired_instances(facts, self.node)
+        if self.runtime.isolated_network:
+            subnet = node_subnet(facts, self.node)
+            if subnet is None:
+                return {spec.observed_key: _pending(self.node, spec.ip, "waiting for the node's subnet")
+                        for spec in desired.values()}
+            self._ensure_network(subnet)
+        assert self.reconciler is not None
+        return self.reconciler.reconcile(desired)
+
+    def shutdown(self, remove: bool = False) -> None:
+        """Stop reconciling; with `remove`, also remove every container and the node network."""
+        if self.reconciler is not None:
+            if remove:
+                self.reconciler.remove_all()
+            self.reconciler.close()
+        if self.network is not None:
+            if remove:
+                self.network.teardown()
+            self.network.close()
+
+    def _ensure_network(self, subnet: str) -> None:
+        if self.network is not None and str(self.network.subnet) == subnet:
+            return
+        if self.network is not None:  # the subnet moved (rare): start over on the new one
+            assert self.reconciler is not None
+            self.reconciler.remove_all()
+            self.reconciler.close()
+            self.network.teardown()
+            self.network.close()
+        if self.state_dir is None:
+            raise CcaError("a node with an isolated runtime needs a state dir for its network records")
+        self.network = NodeNetwork(subnet, self.state_dir, self.bridge, self.no_masquerade)
+        self.network.setup()
+        self.reconciler = self._reconciler(self.network)
+
+    def _reconciler(self, network: NodeNetwork | None) -> Reconciler:
+        return Reconciler(self.node, self.runtime, network, backoff=self.backoff,
+                          stop_timeout=self.stop_timeout)
+
+
+def _pending(node: str, ip: str | None, reason: str) -> dict[str, Any]:
+    return {"node": node, "state": "pending", "ip": ip, "restarts": 0, "reason": reason, "health": None,
+            "ready": False}

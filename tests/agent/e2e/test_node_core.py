@@ -1,0 +1,77 @@
+"""NodeCore with runc, driven by a slice of facts in the shapes the controllers write."""
+
+from __future__ import annotations
+
+import random
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from ccattler.agent.images.store import ImageStore
+from ccattler.agent.node import NodeCore
+from ccattler.agent.reconcile import Backoff
+from ccattler.agent.runtime.runc import RuncRuntime
+
+pytestmark = pytest.mark.e2e
+
+HELLO = "mkdir -p /www && echo hello from $HOSTNAME > /www/index.html && exec httpd -f -p 8080 -h /www"
+
+
+def hello_slice(node: str, subnet: str, names: list[str]) -> dict:
+    """What examples/hello.cca becomes once placed on `node` (docs/facts.md shapes)."""
+    prefix = subnet.rsplit(".", 1)[0]
+    facts = {
+        "desired/service/default/hello": {
+            "kind": "service", "tenant": "default", "name": "hello", "source": "hello.cca",
+            "image": "busybox", "instances": len(names), "command": HELLO,
+            "expose": [{"port": 8080, "protocol": "tcp", "external": False}],
+            "resources": {"cpu": 100, "memory": 32 << 20}, "env": {},
+            "config": {"env": {"GREETING": "hi"}, "files": [{"path": "/etc/motd", "content": "hi\n",
+                                                              "from": None}]}},
+        f"derived/network/subnet/{node}": {"node": node, "subnet": subnet, "gateway": f"{prefix}.1"},
+    }
+    for n, name in enumerate(names, start=2):
+        facts[f"derived/placement/default/{name}"] = {"service": "default/hello", "instance": name,
+                                                      "node": node, "revision": 7, "score": 0}
+        facts[f"derived/instance/default/hello/{name}"] = {"service": "default/hello", "name": name,
+                                                           "ordinal": None, "spec": "x", "image": "busybox",
+                                                           "resources": {"cpu": 100, "memory": 32 << 20}}
+        facts[f"derived/network/ip/default/{name}"] = {"instance": name, "service": "default/hello",
+                                                       "node": node, "ip": f"{prefix}.{n}", "prefix": 24,
+                                                       "gateway": f"{prefix}.1"}
+    return facts
+
+
+def test_slice_to_http_answers_and_back_to_nothing(busybox_state: Path, tmp_path: Path, clean_check) -> None:
+    state = tmp_path / "state"
+    subprocess.run(["cp", "-a", "--link", str(busybox_state), str(state)], check=True)
+    bridge = f"cn{random.randrange(16**4):04x}"
+    subnet = f"10.{random.randrange(200, 250)}.{random.randrange(256)}.0/24"
+    runtime = RuncRuntime(state, ImageStore(state), runc_root=state / "runc")
+    core = NodeCore("n1", runtime, state_dir=state, bridge=bridge, backoff=Backoff(initial=0.2),
+                    stop_timeout=0.5)
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    try:
+        facts = hello_slice("n1", subnet, ["hello-x1", "hello-x2"])
+        observed = core.apply(facts)
+        assert {doc["state"] for doc in observed.values()} == {"running"}
+        for key, doc in observed.items():
+            deadline = time.monotonic() + 5
+            while True:
+                try:
+                    body = opener.open(f"http://{doc['ip']}:8080/", timeout=1).read().decode()
+                    break
+                except OSError:
+                    assert time.monotonic() < deadline
+                    time.sleep(0.05)
+            assert body == f"hello from {key.rsplit('/', 1)[1]}\n"
+        motd = runtime.exec("default/hello-x1", ["sh", "-c", "cat /etc/motd; echo $GREETING"])
+        assert motd.stdout == b"hi\nhi\n"
+        remaining = core.apply(hello_slice("n1", subnet, ["hello-x2"]))
+        assert list(remaining) == ["observed/instance/default/hello-x2"]
+    finally:
+        core.shutdown(remove=True)
+    clean_check(state, bridge)

@@ -1,0 +1,69 @@
+"""NodeCore: from a slice of facts (docs/facts.md shapes) to running processes and observed docs."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from ccattler.agent.node import NodeCore, machine_capacity, node_document
+from ccattler.agent.reconcile import Backoff
+from ccattler.agent.runtime.process import ProcessRuntime
+from ccattler.agent.runtime.sim import SimRuntime
+
+
+def slice_for(node: str, *instances: str, command: str = "exec sleep 30") -> dict:
+    facts = {"desired/service/default/web": {"kind": "service", "tenant": "default", "name": "web",
+                                             "image": "busybox", "command": command, "env": {},
+                                             "config": {"env": {}, "files": []},
+                                             "resources": {"cpu": 100, "memory": 1 << 20}},
+             f"derived/network/subnet/{node}": {"node": node, "subnet": "10.88.3.0/24"}}
+    for n, name in enumerate(instances, start=2):
+        facts[f"derived/placement/default/{name}"] = {"service": "default/web", "instance": name,
+                                                      "node": node, "revision": 1, "score": 0}
+        facts[f"derived/network/ip/default/{name}"] = {"node": node, "ip": f"10.88.3.{n}"}
+    return facts
+
+
+def test_process_node_runs_and_removes_what_the_slice_says(tmp_path: Path) -> None:
+    core = NodeCore("n1", ProcessRuntime(tmp_path), state_dir=tmp_path, backoff=Backoff(initial=0.1))
+    try:
+        observed = core.apply(slice_for("n1", "web-a", "web-b"))
+        assert {k: v["state"] for k, v in observed.items()} == {
+            "observed/instance/default/web-a": "running", "observed/instance/default/web-b": "running"}
+        assert observed["observed/instance/default/web-a"]["ip"] is None  # no isolation, no own address
+        observed = core.apply(slice_for("n1", "web-a"))
+        assert list(observed) == ["observed/instance/default/web-a"]
+        assert [s.name for s in core.runtime.list()] == ["default/web-a"]
+    finally:
+        core.shutdown(remove=True)
+    assert core.runtime.list() == []
+
+
+def test_crashing_process_restarts_with_backoff(tmp_path: Path) -> None:
+    core = NodeCore("n1", ProcessRuntime(tmp_path), state_dir=tmp_path, backoff=Backoff(initial=0.1))
+    try:
+        facts = slice_for("n1", "job-a", command="exit 7")
+        deadline = time.monotonic() + 5
+        while (doc := core.apply(facts)["observed/instance/default/job-a"])["restarts"] < 2:
+            assert time.monotonic() < deadline, doc
+            time.sleep(0.05)
+        assert doc["reason"].startswith("exited with code 7")
+    finally:
+        core.shutdown(remove=True)
+
+
+def test_many_sim_nodes_in_one_process() -> None:
+    cores = [NodeCore(f"n{i}", SimRuntime()) for i in range(200)]
+    for i, core in enumerate(cores):
+        assert len(core.apply(slice_for(f"n{i}", f"web-{i}a", f"web-{i}b"))) == 2
+    assert sum(len(c.runtime.list()) for c in cores) == 400
+    for core in cores:
+        core.shutdown()
+
+
+def test_node_document_reads_the_machine() -> None:
+    doc = node_document(labels={"disk": "ssd"}, zone="a", restrictions=("gpu",), address="192.0.2.1")
+    assert doc["capacity"] == machine_capacity() and doc["capacity"]["cpu"] >= 1000
+    assert (doc["labels"], doc["zone"], doc["restrictions"], doc["address"]) == (
+        {"disk": "ssd"}, "a", ["gpu"], "192.0.2.1")
+    assert doc["architecture"] in ("amd64", "arm64")
