@@ -16,7 +16,9 @@ import typer
 from ccattler.engine.facts import CcaError
 
 #: Command group modules under ccattler.cli, in help order.
-COMMAND_MODULES: tuple[str, ...] = ("image",)
+COMMAND_MODULES: tuple[str, ...] = (
+    "image", "init", "server", "resources", "secret", "token", "user", "policy", "audit",
+)
 
 app = typer.Typer(
     name="cca",

@@ -25,7 +25,7 @@ from ccattler.engine.auth import (
     get_user,
     list_users,
 )
-from ccattler.engine.facts import DEFAULT_TENANT, parse_service
+from ccattler.engine.facts import DEFAULT_TENANT, NAMESPACED_KINDS, parse_service
 from ccattler.engine.pki import CertificateAuthority
 from ccattler.engine.secrets import KeyProvider, delete_secret, rotate_secret, set_secret
 from ccattler.engine.store import Store
@@ -33,6 +33,7 @@ from ccattler.engine.store import Store
 #: Roots a user may watch, and the capability that guards each.
 _WATCH_ROOTS = {"desired/": None, "derived/": "service.read", "observed/": "service.read",
                 "audit/": "audit.read", "leader/": "service.read"}
+_STATE_ROOTS = ("desired/", "derived/", "observed/")
 _AUDITED = {"Apply", "Delete", "PolicyApply", "PolicyDelete", "SecretSet", "SecretDelete", "SecretRotate",
             "TokenCreate", "UserCreate", "UserDelete", "UserToken"}
 
@@ -56,11 +57,11 @@ def _plain(value: Any) -> Any:
 
 
 def _sources(request: api_pb2.ApplyRequest) -> list[Any]:
-    from ccattler.dsl import Source
+    from ccattler.dsl.sources import Source
 
     if not request.sources:
         raise BadRequest("no source files given")
-    return [Source(path=s.path, text=s.text) for s in request.sources]
+    return [Source(name=s.path, text=s.text) for s in request.sources]
 
 
 def _tenant(request: Any) -> str:
@@ -90,15 +91,13 @@ class ClusterService:
 
     # --- authorization -------------------------------------------------------------------------
 
-    def _allow(self, call: Call, capability: str, ref: ObjectRef) -> None:
-        principal = call.principal
-        assert principal is not None
-        decision = admission.authorize(self.store, principal, capability, ref)
+    def _allow(self, call: Call, capability: str, resource: str | None = None) -> None:
+        """Raise `Denied` unless admission lets the caller use `capability` on `resource`
+        (`tenant/name`, `tenant/*`, or None for cluster-wide)."""
+        assert call.principal is not None
+        decision = admission.authorize(self.store, call.principal, capability, resource)
         if not decision:
             raise Denied(decision.denials)
-
-    def _admin(self, call: Call, what: str) -> None:
-        self._allow(call, "cluster.admin", ObjectRef("cluster", None, what, ""))
 
     # --- health and status -----------------------------------------------------------------------
 
@@ -106,7 +105,7 @@ class ClusterService:
         return _json({"ok": True, "revision": self.store.revision()})
 
     def Status(self, request: api_pb2.Empty, call: Call) -> api_pb2.Json:
-        self._allow(call, "service.read", ObjectRef("service", None, "*", "desired/service/"))
+        self._allow(call, "service.read")
         return _json(views.status(self.store))
 
     # --- apply path ------------------------------------------------------------------------------
@@ -125,11 +124,10 @@ class ClusterService:
         if request.sources:
             result = admission.delete_sources(self.store, call.principal, _sources(request), tenant=tenant)
         else:
-            kind = views.view_kind(request.kind).removesuffix("s") if request.kind else ""
-            if kind not in OBJECT_CAPABILITY_KIND:
-                raise BadRequest(f"cannot delete kind {request.kind!r}")
-            ref = ref_for(kind, request.name, tenant)
-            result = admission.delete_objects(self.store, call.principal, [ref])
+            if not request.kind or not request.name:
+                raise BadRequest("delete needs KIND NAME or files")
+            result = admission.delete_objects(self.store, call.principal, request.kind, request.name,
+                                              tenant=tenant)
         return _json(result)
 
     def Plan(self, request: api_pb2.ApplyRequest, call: Call) -> api_pb2.Json:
@@ -145,26 +143,26 @@ class ClusterService:
         tenant = None if request.all_tenants else _tenant(request)
         tags = dict(request.tags)
         if kind == "services":
-            self._allow(call, "service.read", self._scope("service", tenant))
+            self._allow(call, "service.read", _scope(tenant))
             rows = views.services(self.store, tenant, tags)
         elif kind == "instances":
-            self._allow(call, "service.read", self._scope("service", tenant))
+            self._allow(call, "service.read", _scope(tenant))
             rows = views.instances(self.store, tenant)
         elif kind == "nodes":
-            self._allow(call, "node.read", ObjectRef("node", None, "*", "desired/node/"))
+            self._allow(call, "node.read")
             rows = views.nodes(self.store)
         elif kind == "secrets":
-            self._allow(call, "secret.read", self._scope("secret", tenant))
+            self._allow(call, "secret.read", _scope(tenant))
             rows = views.secrets(self.store, tenant)
         elif kind == "policies":
-            self._allow(call, "policy.read", ObjectRef("policy", None, "*", "desired/policy/"))
+            self._allow(call, "policy.read")
             rows = views.policies(self.store)
         elif kind == "events":
-            self._allow(call, "service.read", self._scope("service", None))
+            self._allow(call, "service.read")
             rows = views.events(self.store)
         else:
             capability = OBJECT_CAPABILITY_KIND[kind]
-            self._allow(call, f"{capability}.read", self._scope(kind, tenant))
+            self._allow(call, f"{capability}.read", _scope(tenant) if kind in NAMESPACED_KINDS else None)
             rows = views.documents(self.store, kind, tenant, tags)
         if request.name:
             rows = _named(rows, request.name)
@@ -172,30 +170,36 @@ class ClusterService:
                 raise NotFound(f"{kind.removesuffix('s')} {request.name!r} not found")
         return _json({"kind": kind, "revision": self.store.revision(), "items": rows})
 
-    def _scope(self, kind: str, tenant: str | None) -> ObjectRef:
-        return ObjectRef(kind, tenant, "*", f"desired/{kind}/{tenant + '/' if tenant else ''}")
-
     def Watch(self, request: api_pb2.WatchRequest, call: Call) -> Iterator[api_pb2.Event]:
+        """Events under a prefix; an empty prefix means all of desired/, derived/ and observed/."""
         prefix = request.prefix
+        self._allow_watch(call, prefix)
+        with self.store.watch(prefix, request.from_revision or None) as watch:
+            while call.context.is_active():
+                event = watch.get(timeout=1.0)
+                if event is None or (not prefix and not event.key.startswith(_STATE_ROOTS)
+                                     and event.kind != "resync"):
+                    continue
+                yield api_pb2.Event(kind=event.kind, key=event.key, revision=event.revision,
+                                    value_json="" if event.value is None else json.dumps(event.value))
+
+    def _allow_watch(self, call: Call, prefix: str) -> None:
+        if not prefix:
+            self._allow(call, "service.read")
+            return
         root = next((r for r in _WATCH_ROOTS if prefix.startswith(r)), None)
         if root is None:
             raise BadRequest(f"watch prefix must start with one of {', '.join(_WATCH_ROOTS)}; got {prefix!r}")
         capability = _WATCH_ROOTS[root]
-        if capability is None:
-            parts = prefix.split("/")
-            kind = parts[1] if len(parts) > 2 else ""
-            if kind not in OBJECT_CAPABILITY_KIND:
-                raise BadRequest("watch desired/<kind>/… (e.g. desired/service/)")
-            tenant = parts[2] if len(parts) > 3 and parts[2] else None
-            self._allow(call, f"{OBJECT_CAPABILITY_KIND[kind]}.read", self._scope(kind, tenant))
-        else:
-            self._allow(call, capability, self._scope(capability.split(".")[0], None))
-        with self.store.watch(prefix, request.from_revision or None) as watch:
-            while call.context.is_active():
-                event = watch.get(timeout=1.0)
-                if event is not None:
-                    yield api_pb2.Event(kind=event.kind, key=event.key, revision=event.revision,
-                                        value_json="" if event.value is None else json.dumps(event.value))
+        if capability is not None:
+            self._allow(call, capability)
+            return
+        parts = prefix.split("/")
+        kind = parts[1] if len(parts) > 2 else ""
+        if kind not in OBJECT_CAPABILITY_KIND:
+            raise BadRequest("watch desired/<kind>/… (e.g. desired/service/)")
+        tenant = parts[2] if len(parts) > 3 and parts[2] else None
+        self._allow(call, f"{OBJECT_CAPABILITY_KIND[kind]}.read", _scope(tenant))
 
     # --- policies --------------------------------------------------------------------------------
 
@@ -203,7 +207,7 @@ class ClusterService:
         return _json(admission.apply_policy(self.store, call.principal, request.name, request.text))
 
     def PolicyList(self, request: api_pb2.Empty, call: Call) -> api_pb2.Json:
-        self._allow(call, "policy.read", ObjectRef("policy", None, "*", "desired/policy/"))
+        self._allow(call, "policy.read")
         return _json({"items": views.policies(self.store)})
 
     def PolicyDelete(self, request: api_pb2.PolicyRequest, call: Call) -> api_pb2.Json:
@@ -219,46 +223,46 @@ class ClusterService:
     def SecretSet(self, request: api_pb2.SecretRequest, call: Call) -> api_pb2.Json:
         ref = self._secret_ref(request)
         verb = "update" if self.store.get(f"secret/{ref.full_name}") else "create"
-        self._allow(call, f"secret.{verb}", ref)
+        self._allow(call, f"secret.{verb}", ref.full_name)
         info = set_secret(self.store, self.keys, ref.full_name, ref.tenant or "", request.value)
         return _json(info.to_json())
 
     def SecretList(self, request: api_pb2.SecretRequest, call: Call) -> api_pb2.Json:
         tenant = None if request.name == "*" else _tenant(request)
-        self._allow(call, "secret.read", self._scope("secret", tenant))
+        self._allow(call, "secret.read", _scope(tenant))
         return _json({"items": views.secrets(self.store, tenant)})
 
     def SecretDelete(self, request: api_pb2.SecretRequest, call: Call) -> api_pb2.Json:
         ref = self._secret_ref(request)
-        self._allow(call, "secret.delete", ref)
+        self._allow(call, "secret.delete", ref.full_name)
         if not delete_secret(self.store, ref.full_name, ref.tenant or ""):
             raise NotFound(f"secret {ref.full_name} has no value")
         return _json({"deleted": ref.full_name})
 
     def SecretRotate(self, request: api_pb2.SecretRequest, call: Call) -> api_pb2.Json:
         ref = self._secret_ref(request)
-        self._allow(call, "secret.update", ref)
+        self._allow(call, "secret.update", ref.full_name)
         return _json(rotate_secret(self.store, self.keys, ref.full_name, ref.tenant or "").to_json())
 
     # --- tokens and users ------------------------------------------------------------------------
 
     def TokenCreate(self, request: api_pb2.TokenRequest, call: Call) -> api_pb2.Token:
-        self._allow(call, "node.create", ObjectRef("node", None, "*", "desired/node/"))
+        self._allow(call, "node.create")
         token, record = create_token(self.store, "join", request.ttl_seconds or DEFAULT_JOIN_TTL,
                                      by=_who(call.principal))
         return api_pb2.Token(token=token, id=record.id, expires=record.expires)
 
     def UserCreate(self, request: api_pb2.UserRequest, call: Call) -> api_pb2.Json:
-        self._admin(call, f"user {request.name}")
+        self._allow(call, "cluster.admin")
         user = create_user(self.store, request.name, request.team or None, tuple(request.groups))
         return _json(user.to_json())
 
     def UserList(self, request: api_pb2.Empty, call: Call) -> api_pb2.Json:
-        self._admin(call, "users")
+        self._allow(call, "cluster.admin")
         return _json({"items": [u.to_json() for u in list_users(self.store)]})
 
     def UserDelete(self, request: api_pb2.UserRequest, call: Call) -> api_pb2.Json:
-        self._admin(call, f"user {request.name}")
+        self._allow(call, "cluster.admin")
         if not delete_user(self.store, request.name):
             raise NotFound(f"user {request.name} does not exist")
         return _json({"deleted": request.name})
@@ -266,7 +270,7 @@ class ClusterService:
     def UserToken(self, request: api_pb2.UserRequest, call: Call) -> api_pb2.Token:
         principal = call.principal
         if not (principal and principal.kind == "user" and principal.name == request.name):
-            self._admin(call, f"user {request.name}")
+            self._allow(call, "cluster.admin")
         if get_user(self.store, request.name) is None:
             raise NotFound(f"user {request.name} does not exist (cca user create {request.name})")
         token, record = create_token(self.store, "user", request.ttl_seconds or DEFAULT_USER_TTL,
@@ -274,8 +278,13 @@ class ClusterService:
         return api_pb2.Token(token=token, id=record.id, expires=record.expires)
 
     def Audit(self, request: api_pb2.AuditRequest, call: Call) -> api_pb2.Json:
-        self._allow(call, "audit.read", ObjectRef("audit", None, "*", "audit/"))
+        self._allow(call, "audit.read")
         return _json({"items": audit.recent(self.store, request.limit or 100)})
+
+
+def _scope(tenant: str | None) -> str | None:
+    """The resource that stands for every object of `tenant` (None: cluster-wide)."""
+    return f"{tenant}/*" if tenant else None
 
 
 def _named(rows: list[dict[str, Any]], name: str) -> list[dict[str, Any]]:

@@ -49,6 +49,12 @@ _CODES: list[tuple[str, grpc.StatusCode]] = [
     ("TxnTooLarge", grpc.StatusCode.RESOURCE_EXHAUSTED),
     ("StoreUnavailable", grpc.StatusCode.UNAVAILABLE),
     ("Compacted", grpc.StatusCode.OUT_OF_RANGE),
+    # The language, policies and kinds: the request itself is wrong.
+    ("DslError", grpc.StatusCode.INVALID_ARGUMENT),
+    ("SourceError", grpc.StatusCode.INVALID_ARGUMENT),
+    ("PolicyError", grpc.StatusCode.INVALID_ARGUMENT),
+    ("UnknownKind", grpc.StatusCode.INVALID_ARGUMENT),
+    ("BadCapability", grpc.StatusCode.INVALID_ARGUMENT),
 ]
 
 

@@ -1,0 +1,56 @@
+"""`cca policy apply|list|delete`: operator `.lp` policies, validated and effective immediately."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ccattler.cli._common import ContextOpt, OutputOpt, ServerOpt, TokenOpt, client, emit, reports_errors
+from ccattler.cli.render import COLUMNS
+
+app = typer.Typer(help="Operator policies written as logic (.lp).", no_args_is_help=True)
+
+
+@app.command("apply")
+@reports_errors
+def apply(file: Annotated[Path, typer.Argument(help="A .lp policy file.", exists=True, dir_okay=False)],
+          name: Annotated[str | None, typer.Option("--name", help="Name (default: file stem).")] = None,
+          context: ContextOpt = None, server: ServerOpt = None, token: TokenOpt = None) -> None:
+    """Validate and store a policy (it must ground against the admission vocabulary)."""
+    from ccattler.engine.api.gen.ccattler.v1 import api_pb2
+
+    policy = name or file.stem
+    with client(context, server, token) as api:
+        result = api.json("PolicyApply", api_pb2.PolicyRequest(name=policy, text=file.read_text()))
+    verb = "created" if result.get("added") else "configured" if result.get("changed") else "unchanged"
+    typer.echo(f"policy {policy} {verb}")
+
+
+@app.command("list")
+@reports_errors
+def list_(output: OutputOpt = "table", context: ContextOpt = None, server: ServerOpt = None,
+          token: TokenOpt = None) -> None:
+    """Declared (`policy` blocks) and operator (.lp) policies."""
+    from ccattler.engine.api.gen.ccattler.v1 import api_pb2
+
+    with client(context, server, token) as api:
+        items = api.json("PolicyList", api_pb2.Empty())["items"]
+    emit(items, COLUMNS["policies"][0], output)
+
+
+@app.command("delete")
+@reports_errors
+def delete(name: Annotated[str, typer.Argument(help="Operator policy name.")],
+           context: ContextOpt = None, server: ServerOpt = None, token: TokenOpt = None) -> None:
+    """Remove an operator policy."""
+    from ccattler.engine.api.gen.ccattler.v1 import api_pb2
+
+    with client(context, server, token) as api:
+        api.json("PolicyDelete", api_pb2.PolicyRequest(name=name))
+    typer.echo(f"policy {name} deleted")
+
+
+def register(root: typer.Typer) -> None:
+    root.add_typer(app, name="policy")

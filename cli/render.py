@@ -1,0 +1,122 @@
+"""How `cca get`/`describe`/`apply`/`diff` show things: one column set per kind (uppercase headers,
+stable order, `-o wide` adds columns), apply and diff reports, and describe's detail view."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import typer
+
+from ccattler.cli._common import since
+from ccattler.engine.facts import display_name
+
+Column = tuple[str, Callable[[dict], Any]]
+
+
+def _name(row: dict) -> str:
+    return display_name(row["tenant"], row["name"]) if row.get("tenant") else row["name"]
+
+
+def _mib(n: int | None) -> str:
+    return "-" if n is None else f"{n // (1 << 20)}Mi"
+
+
+def _pairs(mapping: dict | None) -> str:
+    return ",".join(f"{k}={v}" for k, v in sorted((mapping or {}).items()))
+
+
+def _tags(doc: dict | None) -> str:
+    return _pairs((doc or {}).get("tags"))
+
+
+COLUMNS: dict[str, tuple[list[Column], list[Column]]] = {
+    "services": (
+        [("name", _name), ("ready", lambda r: f"{r['ready']}/{r['desired']}"),
+         ("image", lambda r: r["value"].get("image")), ("revision", lambda r: r["modified"])],
+        [("scheduled", lambda r: r["scheduled"]), ("tags", lambda r: _tags(r["value"])),
+         ("source", lambda r: r["value"].get("source"))],
+    ),
+    "instances": (
+        [("name", _name), ("service", lambda r: r["service"]), ("node", lambda r: r["node"]),
+         ("state", lambda r: r["state"]), ("ready", lambda r: "yes" if r["ready"] else "no"),
+         ("restarts", lambda r: r["restarts"])],
+        [("ip", lambda r: r["ip"]), ("image", lambda r: r["value"].get("image"))],
+    ),
+    "nodes": (
+        [("name", _name), ("condition", lambda r: r["condition"]), ("instances", lambda r: r["instances"]),
+         ("cpu", lambda r: ((r["value"].get("capacity") or {}).get("cpu"))),
+         ("memory", lambda r: _mib((r["value"].get("capacity") or {}).get("memory"))),
+         ("zone", lambda r: r["value"].get("zone"))],
+        [("address", lambda r: r["value"].get("address")),
+         ("labels", lambda r: _pairs(r["value"].get("labels")))],
+    ),
+    "secrets": (
+        [("name", _name), ("set", lambda r: "yes" if r["set"] else "no"),
+         ("version", lambda r: (r["meta"] or {}).get("version")),
+         ("updated", lambda r: since((r["meta"] or {}).get("updated")))],
+        [("key id", lambda r: (r["meta"] or {}).get("key_id")),
+         ("source", lambda r: (r["value"] or {}).get("source"))],
+    ),
+    "policies": (
+        [("name", _name), ("type", lambda r: r["type"]),
+         ("allow", lambda r: ",".join(r["value"].get("allow", [])) if r["type"] == "policy"
+          else f"{r['value'].get('lines')} lines")],
+        [],
+    ),
+    "events": (
+        [("revision", lambda r: r["revision"]), ("type", lambda r: r["type"]), ("key", lambda r: r["key"])],
+        [],
+    ),
+}
+GENERIC: tuple[list[Column], list[Column]] = (
+    [("name", _name), ("source", lambda r: (r["value"] or {}).get("source")),
+     ("revision", lambda r: r.get("age_revision"))],
+    [("document", lambda r: json.dumps(r["value"], sort_keys=True)[:80])],
+)
+
+
+def apply_report(result: dict[str, Any]) -> None:
+    """kubectl-style lines: `service web created`, `… configured`, `… pruned`, then a summary."""
+    suffix = " (dry run)" if result.get("dry_run") else ""
+    for verb, key in (("created", "added"), ("configured", "changed"), ("pruned", "removed")):
+        for ref in result.get(key, []):
+            typer.echo(f"{ref['display']} {verb}{suffix}")
+    for warning in result.get("warnings", []):
+        typer.echo(f"warning: {warning['policy']} [{warning['code']}]: {warning['message']}", err=True)
+    typer.echo(f"{len(result.get('unchanged', []))} unchanged; revision {result.get('revision')}{suffix}")
+
+
+def diff_report(diff: dict[str, Any]) -> None:
+    """`+` added, `~` changed (field by field, old → new), `-` removed."""
+    for change in diff.get("added", []):
+        typer.secho(f"+ {change['ref']['display']}", fg="green")
+    for change in diff.get("changed", []):
+        typer.secho(f"~ {change['ref']['display']}", fg="yellow")
+        old, new = change.get("old") or {}, change.get("new") or {}
+        for field in sorted(k for k in old.keys() | new.keys() if old.get(k) != new.get(k)):
+            typer.echo(f"    {field}: {json.dumps(old.get(field))} → {json.dumps(new.get(field))}")
+    for change in diff.get("removed", []):
+        typer.secho(f"- {change['ref']['display']}", fg="red")
+    for denial in diff.get("denials", []):
+        typer.echo(f"would be denied by {denial['policy']} [{denial['code']}]: {denial['message']}", err=True)
+    if not (diff.get("added") or diff.get("changed") or diff.get("removed")):
+        typer.echo("no changes")
+
+
+def describe(kind: str, row: dict[str, Any]) -> None:
+    """The detail view: name, key, the joined fields, then the document as YAML."""
+    import yaml
+
+    typer.echo(f"Name:      {_name(row)}")
+    typer.echo(f"Kind:      {kind.removesuffix('s')}")
+    typer.echo(f"Key:       {row['key']}")
+    for field, value in row.items():
+        if field not in ("key", "name", "tenant", "value") and not isinstance(value, dict):
+            label = field.replace("_", " ").capitalize() + ":"
+            typer.echo(f"{label:<11}{value if value is not None else '-'}")
+    if row.get("value"):
+        typer.echo("Document:")
+        for line in yaml.safe_dump(row["value"], sort_keys=True).splitlines():
+            typer.echo(f"  {line}")
