@@ -70,6 +70,15 @@ class Node:
     body_close: int = -1
 
     @property
+    def keyword_span(self) -> Span:
+        """Where the keyword is written (the whole node for a bare `KEY = VALUE` entry)."""
+        if self.keyword == "entry":
+            return self.span
+        s = self.span
+        width = len(self.keyword)
+        return Span(s.line, s.column, s.line, s.column + width, s.start, s.start + width)
+
+    @property
     def values(self) -> tuple[Scalar | ListValue, ...]:
         """The arguments that are values, in order (flags left out)."""
         return tuple(a for a in self.args if not isinstance(a, Flag))

@@ -107,7 +107,7 @@ def _put(unit: Unit, block: Node, facts: dict[str, dict], key: str, doc: dict) -
     try:
         check_value(doc)
     except InvalidValue as exc:
-        unit.error(block.span, "too-large", f"{block.keyword}: {exc}")
+        unit.error(block.name.span, "too-large", f"{block.keyword}: {exc}")
         return
     facts.setdefault(key, doc)
 
@@ -131,7 +131,7 @@ def _compile_group(unit: Unit, block: Node, facts: dict, membership: dict) -> No
     full = f"{tenant}/{name}"
     for service in doc.get("services", ()):
         if service in membership:
-            unit.error(block.span, "group-body",
+            unit.error(block.name.span, "group-body",
                        f'service "{service}" is already in group "{membership[service][0]}"')
             continue
         membership[service] = (full, unit, block)
@@ -192,5 +192,5 @@ def _check_group_instances(facts: dict, membership: dict) -> None:
         if len({n for _, n in members}) > 1:
             _, unit, block = next(v for v in membership.values() if v[0] == group)
             shown = ", ".join(f"{s} has {n}" for s, n in sorted(members))
-            unit.error(block.span, "group-instances",
+            unit.error(block.name.span, "group-instances",
                        f'services of group "{group}" must have the same instances ({shown})')

@@ -39,7 +39,7 @@ def compile_node(u: Unit, block: Node) -> dict:
         cf = u.singles(f["capacity"], "capacity")
         for needed in ("cpu", "memory"):
             if needed not in cf:
-                u.error(f["capacity"].span, "missing-field", f"capacity needs {needed}")
+                u.error(f["capacity"].keyword_span, "missing-field", f"capacity needs {needed}")
         capacity = {"cpu": u.value(cf.get("cpu"), q.cpu, 0), "memory": u.value(cf.get("memory"), q.size, 0)}
     return {"zone": u.value(f.get("zone")), "architecture": u.value(f.get("architecture")),
             "labels": labels, "restrictions": [r.values[0].value for r in block.fields("restrict")],
@@ -71,7 +71,7 @@ def _capability(u: Unit, scalar: Scalar) -> str | None:
 def compile_role(u: Unit, block: Node) -> dict:
     allow = [c for c in (_capability(u, n.values[0]) for n in block.fields("allow")) if c]
     if not block.fields("allow"):
-        u.error(block.span, "missing-field", f'role "{block.name.value}" needs at least one allow')
+        u.error(block.name.span, "missing-field", f'role "{block.name.value}" needs at least one allow')
     scopes = []
     for scope in block.fields("scope"):
         name = u.split_name(scope.values[0], namespaced=False)

@@ -79,7 +79,7 @@ class Unit:
         for item in block.body or ():
             if item.keyword in seen and item.keyword not in repeatable:
                 first = seen[item.keyword].span.line
-                self.error(item.span, "duplicate-field",
+                self.error(item.keyword_span, "duplicate-field",
                            f"{item.keyword} is given twice in {what} (first at line {first})")
                 continue
             seen.setdefault(item.keyword, item)
@@ -105,6 +105,8 @@ class Unit:
             return default
         if reader is None:
             return self.text(scalar)
+        if reader is quantities.count:  # name the field in "must not be negative"
+            return self.read(scalar, lambda text: quantities.count(text, node.keyword), default)
         return self.read(scalar, reader, default)
 
     def text(self, scalar: Scalar) -> str:

@@ -21,7 +21,7 @@ def compile_connection(u: Unit, block: Node, tenant: str) -> dict:
     f = u.singles(block, f'connection "{block.name.value}"')
     for needed in ("driver", "host"):
         if needed not in f:
-            u.error(block.span, "missing-field", f'connection "{block.name.value}" needs {needed}')
+            u.error(block.name.span, "missing-field", f'connection "{block.name.value}" needs {needed}')
     options: dict[str, str] = {}
     for entry in (f["options"].body if "options" in f else ()) or ():
         if entry.key.value in options:
@@ -83,7 +83,7 @@ def compile_gate(u: Unit, block: Node, tenant: str) -> dict:
     f = u.singles(block, what, frozenset({"host"}))
     target = f.get("target")
     if target is None:
-        u.error(block.span, "missing-field", f"{what} needs a target: target SERVICE port N")
+        u.error(block.name.span, "missing-field", f"{what} needs a target: target SERVICE port N")
     path = u.value(f.get("path"))
     if path is not None and not path.startswith("/"):
         u.error(f["path"].values[0].span, "bad-path", f'gate path "{path}" must start with /')
@@ -113,18 +113,18 @@ def compile_group(u: Unit, block: Node, tenant: str) -> dict | None:
     what = f'group "{block.name.value}"'
     kinds = {item.keyword for item in block.body or ()}
     if not kinds:
-        u.error(block.span, "group-body", f"{what} is empty",
+        u.error(block.name.span, "group-body", f"{what} is empty",
                 "list services (service NAME) for a service group or members (member NAME) for an auth group")
         return None
     if "member" in kinds and kinds - {"member"}:
-        u.error(block.span, "group-body",
+        u.error(block.name.span, "group-body",
                 f"{what} mixes members with services or shares",
                 "a group is either a service group (service, share) or an auth group (member)")
         return None
     if kinds == {"member"}:
         return {"type": "auth", "members": sorted({m.values[0].value for m in block.fields("member")})}
     if "service" not in kinds:
-        u.error(block.span, "group-body", f"{what} shares resources but lists no service")
+        u.error(block.name.span, "group-body", f"{what} shares resources but lists no service")
     services = [s for s in (u.resolve("service", n.values[0], tenant) for n in block.fields("service")) if s]
     volumes = []
     share_network = False

@@ -19,12 +19,13 @@ def compile_service(u: Unit, block: Node, tenant: str, name: str, group: str | N
     f = u.singles(block, what, _REPEATABLE)
     image = f.get("image")
     if image is None:
-        u.error(block.span, "missing-image", f"{what} has no image", 'add a line like: image "nginx:1.27"')
+        u.error(block.name.span, "missing-image", f"{what} has no image",
+                'add a line like: image "nginx:1.27"')
     elif image.values[0].value.endswith(":latest"):
         u.warn(image.values[0].span, "latest-tag",
                f'{what} uses the "latest" tag; pin a version so rollouts are reproducible')
     if "resources" not in f:
-        u.warn(block.span, "no-resources",
+        u.warn(block.name.span, "no-resources",
                f"{what} declares no resources; it is scheduled as if it needed none",
                "add resources { cpu 250m  memory 256Mi }")
     expose = [_expose(u, n) for n in block.fields("expose")]
@@ -119,9 +120,9 @@ def _secret(u: Unit, node: Node, tenant: str) -> dict | None:
     elif node.body:
         mount = node.body[0].values[0].value
         for extra in node.body[1:]:
-            u.error(extra.span, "duplicate-field", "mount is given twice")
+            u.error(extra.keyword_span, "duplicate-field", "mount is given twice")
     if not mount.startswith("/"):
-        u.error(node.span, "bad-path", f'secret mount "{mount}" must be an absolute path')
+        u.error(node.keyword_span, "bad-path", f'secret mount "{mount}" must be an absolute path')
     return {"name": resolved, "mount": mount} if resolved else None
 
 
@@ -136,7 +137,7 @@ def _volume(u: Unit, node: Node, tenant: str) -> dict | None:
 def _init(u: Unit, node: Node) -> dict:
     f = u.singles(node, "init")
     if "exec" not in f:
-        u.error(node.span, "missing-field", 'init needs a command: exec "…"')
+        u.error(node.keyword_span, "missing-field", 'init needs a command: exec "…"')
     return {"exec": u.value(f.get("exec")), "timeout": u.value(f.get("timeout"), q.duration),
             "retry": u.value(f.get("retry"), q.count, 0)}
 
@@ -152,7 +153,7 @@ def _disruption(u: Unit, node: Node | None, what: str) -> dict:
         return {"min_available": None, "max_unavailable": None}
     f = u.singles(node, "disruption")
     if len(f) != 1:
-        u.error(node.span, "bad-disruption",
+        u.error(node.keyword_span, "bad-disruption",
                 f"disruption of {what} takes exactly one of min_available or max_unavailable")
     return {"min_available": u.value(f.get("min_available"), q.count),
             "max_unavailable": u.value(f.get("max_unavailable"), q.count)}

@@ -14,7 +14,7 @@ _PERCENT_METRICS = ("cpu", "memory")
 def compile_probes(u: Unit, fields: dict[str, Node], first_port: int | None, what: str) -> dict:
     """`health` is liveness; each probe gets every default filled in."""
     if "health" in fields and "liveness" in fields:
-        u.error(fields["health"].span, "duplicate-field",
+        u.error(fields["health"].keyword_span, "duplicate-field",
                 f"{what} has both health and liveness; health is shorthand for liveness, keep one")
     probes = {}
     for kind in ("liveness", "startup", "readiness"):
@@ -27,11 +27,11 @@ def _probe(u: Unit, node: Node, first_port: int | None) -> dict:
     f = u.singles(node, node.keyword)
     kinds = [k for k in ("http", "tcp", "exec") if k in f]
     if len(kinds) != 1:
-        u.error(node.span, "bad-probe", f"{node.keyword} needs exactly one of http, tcp or exec")
+        u.error(node.keyword_span, "bad-probe", f"{node.keyword} needs exactly one of http, tcp or exec")
     kind = kinds[0] if kinds else "tcp"
     port = u.value(f.get("port"), q.port, first_port)
     if kind != "exec" and port is None:
-        u.error(node.span, "bad-probe", f"{node.keyword} needs a port: add `port N` or expose one")
+        u.error(node.keyword_span, "bad-probe", f"{node.keyword} needs a port: add `port N` or expose one")
     path = None
     if kind == "http":
         path = u.value(f["http"], None, "/")
@@ -88,9 +88,9 @@ def _horizontal(u: Unit, node: Node | None) -> dict | None:
     low = u.value(f.get("min"), q.count, 1)
     high = u.value(f.get("max"), q.count)
     if "max" not in f:
-        u.error(node.span, "missing-field", "horizontal scaling needs max")
+        u.error(node.keyword_span, "missing-field", "horizontal scaling needs max")
     if low is not None and high is not None and low > high:
-        u.error(f["min"].span, "min-max", f"min {low} is greater than max {high}")
+        u.error(f["min"].values[0].span, "min-max", f"min {low} is greater than max {high}")
     targets = []
     for item in node.fields("target"):
         metric = item.key.value
@@ -117,7 +117,7 @@ def _schedule(u: Unit, node: Node) -> dict:
     f = u.singles(node, "schedule")
     for needed in ("days", "start", "end", "minimum"):
         if needed not in f:
-            u.error(node.span, "missing-field", f"schedule needs {needed}")
+            u.error(node.keyword_span, "missing-field", f"schedule needs {needed}")
     days = None
     if "days" in f:
         words: ListValue = f["days"].values[0]
@@ -142,6 +142,6 @@ def _vertical(u: Unit, node: Node | None) -> dict | None:
         bounds = u.singles(part, resource)
         low, high = u.value(bounds.get("min"), reader), u.value(bounds.get("max"), reader)
         if low is not None and high is not None and low > high:
-            u.error(bounds["min"].span, "min-max", f"vertical {resource} min is greater than max")
+            u.error(bounds["min"].values[0].span, "min-max", f"vertical {resource} min is greater than max")
         out[resource] = {"min": low, "max": high}
     return out
