@@ -32,9 +32,19 @@ def _sources(paths: list[Path], values: list[Path] | None, sets: list[str] | Non
     """Read and render the files here (templates and values are client-side); the server compiles."""
     from ccattler.dsl import load_sources
 
-    loaded = load_sources([str(p) for p in paths], values=[str(v) for v in values or ()],
-                          sets=list(sets or ()), env_sets=list(env_sets or ()))
+    loaded = load_sources(paths, values or (), sets=_pairs(sets, "--set"),
+                          set_from_env=_pairs(env_sets, "--set-from-env"))
     return [(source.name, source.text) for source in loaded]
+
+
+def _pairs(items: list[str] | None, option: str) -> dict[str, str]:
+    out = {}
+    for item in items or ():
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise typer.BadParameter(f"{option} {item!r} must be KEY=VALUE")
+        out[key] = value
+    return out
 
 
 @reports_errors

@@ -1,0 +1,75 @@
+"""A real cluster for CLI tests: `cca init` in a temporary CCA_HOME and `cca server` as a process
+on free loopback ports (SQLite store, or etcd via the store engineer's launcher)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from ccattler.cli.main import app
+
+CCA = str(Path(sys.executable).parent / "cca")
+
+
+def free_port_pair() -> int:
+    """A port P with P and P+1 free (the mutual-TLS and bearer-token listeners)."""
+    for _ in range(50):
+        with socket.socket() as a:
+            a.bind(("127.0.0.1", 0))
+            port = a.getsockname()[1]
+            with socket.socket() as b:
+                try:
+                    b.bind(("127.0.0.1", port + 1))
+                except OSError:
+                    continue
+        return port
+    raise RuntimeError("no free port pair")
+
+
+class CliCluster:
+    def __init__(self, home: Path, store_url: str):
+        self.home, self.store_url = home, store_url
+        self.port = free_port_pair()
+        self.env = {"CCA_HOME": str(home)}
+        result = self.cca("init", "--server", f"127.0.0.1:{self.port}")
+        assert result.exit_code == 0, result.output
+        self.log = open(home / "server.log", "wb")  # noqa: SIM115 (closed in stop)
+        self.process = subprocess.Popen(
+            [CCA, "server", "--store", store_url, "--metrics", "off", "--no-runner"],
+            env=os.environ | self.env, stdout=self.log, stderr=subprocess.STDOUT)
+        self._wait_ready()
+
+    def _wait_ready(self) -> None:
+        deadline = time.time() + 30
+        while time.time() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError((self.home / "server.log").read_text())
+            if self.cca("status").exit_code == 0:
+                return
+            time.sleep(0.2)
+        raise RuntimeError("server did not come up: " + (self.home / "server.log").read_text())
+
+    def cca(self, *args: str, input: str | bytes | None = None, env: dict | None = None):
+        return CliRunner().invoke(app, list(args), input=input, env=self.env | (env or {}))
+
+    def stop(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+        self.log.close()
+
+
+@pytest.fixture
+def cli_cluster(tmp_path):
+    c = CliCluster(tmp_path / "home", f"sqlite://{tmp_path}/state.db")
+    yield c
+    c.stop()

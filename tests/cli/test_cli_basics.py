@@ -1,0 +1,70 @@
+"""CLI basics against a live server: init refuses twice, status, secrets never shown, tokens,
+users, audit, and connection errors that name the address and certificate."""
+
+from __future__ import annotations
+
+import yaml
+
+
+def test_status_and_init_refuses_an_existing_cluster(cli_cluster):
+    result = cli_cluster.cca("status")
+    assert result.exit_code == 0 and "revision" in result.output
+    again = cli_cluster.cca("init", "--server", f"127.0.0.1:{cli_cluster.port}")
+    assert again.exit_code == 1 and "already exists" in again.output
+
+
+def test_secret_set_list_rotate_delete_never_show_the_value(cli_cluster, tmp_path):
+    result = cli_cluster.cca("secret", "set", "db.password", "-t", "payments", input="pa55word-xyz")
+    assert result.exit_code == 0, result.output
+    listed = cli_cluster.cca("secret", "list", "-A")
+    assert "payments/db.password" in listed.output and "pa55word" not in listed.output
+    assert "NAME" in listed.output and "VERSION" in listed.output
+    assert cli_cluster.cca("secret", "rotate", "payments/db.password").exit_code == 0
+    as_json = cli_cluster.cca("get", "secrets", "-A", "-o", "json")
+    assert "pa55word" not in as_json.output and '"version": 2' in as_json.output
+    raw = b"".join(p.read_bytes() for p in tmp_path.glob("state.db*"))
+    assert b"pa55word" not in raw  # not in the SQLite file nor its WAL
+    assert cli_cluster.cca("secret", "delete", "payments/db.password").exit_code == 0
+    gone = cli_cluster.cca("secret", "delete", "payments/db.password")
+    assert gone.exit_code == 1 and "error:" in gone.output
+
+
+def test_path_like_names_are_refused(cli_cluster):
+    result = cli_cluster.cca("secret", "set", "../x", input="v")
+    assert result.exit_code == 1 and "not a valid name" in result.output
+    result = cli_cluster.cca("get", "gizmos")
+    assert result.exit_code == 1 and "unknown kind" in result.output
+
+
+def test_users_tokens_and_audit(cli_cluster):
+    assert cli_cluster.cca("user", "create", "alice", "--team", "storefront").exit_code == 0
+    dup = cli_cluster.cca("user", "create", "alice")
+    assert dup.exit_code == 1 and "already exists" in dup.output
+    token = cli_cluster.cca("user", "token", "alice").output.splitlines()[0]
+    assert token.startswith("cca.")
+    as_alice = cli_cluster.cca("user", "list", env={"CCA_TOKEN": token})
+    assert as_alice.exit_code == 1 and "denied" in as_alice.output
+    join = cli_cluster.cca("token", "create", "--ttl", "10m")
+    assert join.exit_code == 0 and join.output.startswith("cca.")
+    audit = cli_cluster.cca("audit", "-o", "yaml")
+    records = yaml.safe_load(audit.output)
+    verbs = {(r["verb"], r["decision"]) for r in records}
+    assert {("UserCreate", "allowed"), ("UserToken", "allowed"), ("TokenCreate", "allowed"),
+            ("UserList", "denied")} <= verbs
+    assert all(r["request_id"] and r["principal"] for r in records)
+
+
+def test_wrong_ca_and_wrong_address_say_what_failed(cli_cluster, tmp_path):
+    from ccattler.engine.clientconfig import Context, save_context
+    from ccattler.engine.pki import CertificateAuthority, cert_pem
+
+    foreign = tmp_path / "foreign.crt"
+    foreign.write_bytes(cert_pem(CertificateAuthority.create().cert))
+    default = yaml.safe_load((cli_cluster.home / "config.yaml").read_text())["contexts"]["default"]
+    save_context(Context(name="evil", **(default | {"ca": str(foreign)})), make_current=False,
+                 home=cli_cluster.home)
+    result = cli_cluster.cca("status", "--context", "evil")
+    assert result.exit_code == 1
+    assert f"127.0.0.1:{cli_cluster.port}" in result.output and str(foreign) in result.output
+    result = cli_cluster.cca("status", "--server", "127.0.0.1:1")
+    assert result.exit_code == 1 and "127.0.0.1:1" in result.output
