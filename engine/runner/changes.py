@@ -138,9 +138,9 @@ def plan_batches(
     batches: list[Batch] = []
     batch = Batch()
     for unit in units:
-        new_compares = len(batch.compares.keys() | unit.compares.keys())
+        compares = len(batch.compares) + sum(1 for key in unit.compares if key not in batch.compares)
         full = batch.ops + len(unit.keys) > max_ops or batch.size + unit.size > max_bytes
-        if batch.units and (full or new_compares > max_ops):
+        if batch.units and (full or compares > max_ops):
             batches.append(batch)
             batch = Batch()
         _add(batch, unit, changes)
