@@ -93,13 +93,25 @@ def test_a_stale_fence_refuses_the_commit(store):
     assert store.get("out/a") is None
 
 
-def test_a_lower_server_limit_splits_batches_between_groups(tmp_path):
+@pytest.fixture(params=["sqlite", "etcd"])
+def small_store(request, tmp_path):
+    """A store whose server refuses transactions of more than 4 operations."""
     from ccattler.engine.store import open_store
+    from ccattler.engine.store.etcd_process import EtcdProcess
 
-    with open_store(f"sqlite://{tmp_path}/small.db?max_txn_ops=4") as small:
-        puts = {f"out/{i:02d}": {"i": i} for i in range(12)}
-        changes = ChangeSet(puts, groups=(frozenset({"out/00", "out/01"}),))
-        batches = plan_batches(changes, read_snapshot(small, ["out/"]), max_ops=100)
-        assert len(batches) == 1
-        result = commit(small, batches, changes)
-        assert not result.conflict and result.committed_ops == 12 and result.transactions >= 3
+    if request.param == "sqlite":
+        with open_store(f"sqlite://{tmp_path}/small.db?max_txn_ops=4") as store:
+            yield store
+        return
+    with EtcdProcess(max_txn_ops=4) as etcd, open_store(etcd.url) as store:
+        yield store
+
+
+def test_a_lower_server_limit_splits_batches_between_groups(small_store):
+    puts = {f"out/{i:02d}": {"i": i} for i in range(12)}
+    changes = ChangeSet(puts, groups=(frozenset({"out/00", "out/01"}),))
+    batches = plan_batches(changes, read_snapshot(small_store, ["out/"]), max_ops=100)
+    assert len(batches) == 1
+    result = commit(small_store, batches, changes)
+    assert not result.conflict and result.committed_ops == 12 and result.transactions >= 3
+    assert len(small_store.range("out/")[0]) == 12
