@@ -73,7 +73,8 @@ class SqliteStore(Store):
             raise
         self._lock = threading.Lock()
         self._lease_wakeup = threading.Condition(self._lock)
-        self._watches: list[QueueWatch] = []
+        # Each watch with the revision it starts after (a watch may start in the future).
+        self._watches: dict[QueueWatch, int] = {}
         meta = dict(self._conn.execute("SELECT name, value FROM meta"))
         newest = self._conn.execute("SELECT MAX(rev) FROM history").fetchone()[0] or 0
         self._rev: int = max(meta["revision"], newest)
@@ -99,7 +100,7 @@ class SqliteStore(Store):
         where, args = _prefix_clause(check_key(prefix, prefix=True))
         with self._open():
             rows = self._conn.execute(f"SELECT {_KV_COLUMNS} FROM kv WHERE {where} ORDER BY key", args)
-            if revision is None or revision == self._rev:
+            if not revision or revision == self._rev:  # 0 means now, as in etcd
                 return [_fact(row) for row in rows], self._rev
             self._check_readable(revision)
             state: dict[str, Fact | None] = {row[0]: _fact(row) for row in rows}
@@ -184,10 +185,11 @@ class SqliteStore(Store):
         self._rev = rev
         if self._watches:
             events = [change_event(change, rev) for change in decode_changes(blob)]
-            for watch in self._watches:
-                matching = [event for event in events if event.key.startswith(watch.prefix)]
-                if matching:
-                    watch.push(matching)
+            for watch, after in self._watches.items():
+                if rev > after:
+                    matching = [event for event in events if event.key.startswith(watch.prefix)]
+                    if matching:
+                        watch.push(matching)
 
     # -- watches -----------------------------------------------------------------------------
 
@@ -208,13 +210,12 @@ class SqliteStore(Store):
                             for change in decode_changes(blob)
                             if change[0].startswith(prefix)
                         )
-            self._watches.append(watch)
+            self._watches[watch] = max(from_revision or 0, self._rev)
         return watch
 
     def _unwatch(self, watch: QueueWatch) -> None:
         with self._lock:
-            if watch in self._watches:
-                self._watches.remove(watch)
+            self._watches.pop(watch, None)
 
     # -- leases ------------------------------------------------------------------------------
 
@@ -286,7 +287,7 @@ class SqliteStore(Store):
                 return
             self._closed = True
             self._lease_wakeup.notify_all()
-            watches, self._watches = self._watches, []
+            watches, self._watches = list(self._watches), {}
         self._expirer.join()
         for watch in watches:
             watch.cancel()

@@ -147,3 +147,19 @@ def test_iterating_a_watch_yields_events(store):
                 break
     assert all(isinstance(event, Event) for event in events)
     assert sorted(event.key for event in events) == ["i/a", "i/b"]
+
+
+def test_a_watch_from_a_future_revision_skips_what_comes_before_it(store):
+    now = store.revision()
+    with store.watch("fut/", now + 2) as watch:
+        store.put("fut/a", 1)
+        store.put("fut/a", 2)
+        third = store.put("fut/a", 3)
+        event = take(watch, 1)[0]
+        assert (event.value, event.revision) == (3, third)
+        assert watch.get(timeout=0.2) is None
+
+
+def test_range_at_revision_zero_means_now(store):
+    store.put("z/a", 1)
+    assert store.range("z/", 0) == store.range("z/")
