@@ -51,6 +51,14 @@ def instance_suffix(service: ServiceRef, spec: str, slot: int) -> str:
     return "".join(chars)
 
 
+def replica_count(service: Mapping[str, Any]) -> int | None:
+    """The service's `instances` as a non-negative int, or None when the document is malformed."""
+    count = service.get("instances", 1)
+    if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+        return None
+    return count
+
+
 def rollout_counts(
     service: Mapping[str, Any], spec: str, rollout: Mapping[str, Any] | None
 ) -> dict[str, int]:
@@ -61,10 +69,10 @@ def rollout_counts(
     the current one (a stale document from an earlier change is ignored); counts for older specs
     only cap how many existing instances keep them (they are never created anew).
     """
-    instances = max(0, int(service.get("instances", 1) or 0))
+    instances = replica_count(service) or 0
     if not rollout or rollout.get("spec") != spec:
         return {spec: instances}
-    counts = {str(k): max(0, int(v)) for k, v in (rollout.get("counts") or {}).items()}
+    counts = {str(k): v for k, v in (rollout.get("counts") or {}).items() if isinstance(v, int) and v >= 0}
     counts.setdefault(spec, instances)
     return counts
 
@@ -110,6 +118,8 @@ class InstanceController:
             if service is None:
                 deletes.update(inst.key for inst in have)
                 continue
+            if replica_count(service) is None:
+                continue  # malformed (admission should have refused it): leave its instances alone
             rollout = snapshot.get(f"{ROLLOUTS}{ref.tenant}/{ref.name}")
             if service.get("stateful"):
                 _stateful(ref, service, rollout, have, puts, deletes)
@@ -195,7 +205,7 @@ def _stateful(
 ) -> None:
     spec = spec_hash(service)
     counts = rollout_counts(service, spec, rollout)
-    total = max(0, int(service.get("instances", 1) or 0))
+    total = replica_count(service) or 0
     by_ordinal: dict[int, _Existing] = {}
     for inst in have:
         ordinal_text = inst.name[len(ref.name) + 1:] if inst.name.startswith(f"{ref.name}-") else ""

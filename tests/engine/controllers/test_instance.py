@@ -197,3 +197,15 @@ def test_a_rollout_document_keeps_old_instances_while_the_new_spec_comes_up():
 def test_depends_on_names_the_service_and_its_rollout():
     deps = InstanceController().depends_on("derived/instance/payments/checkout/checkout-bcdfg")
     assert deps == ("desired/service/payments/checkout", "derived/rollout/payments/checkout")
+
+
+@pytest.mark.parametrize("bad", ["3", -1, None, 2.5, True])
+def test_a_malformed_replica_count_leaves_the_service_alone(bad):
+    world = World(service(instances=2), service("api", instances=1))
+    run(world)
+    before = names(world)
+    world.put(*service(instances=bad))
+    world.put(*service("api", instances=2))
+    run(world)
+    assert names(world) == before  # untouched, not deleted
+    assert len(names(world, "derived/instance/default/api/")) == 2  # the others go on
