@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from dataclasses import asdict, is_dataclass
+from dataclasses import fields, is_dataclass
 from typing import Any
 
 from ccattler.engine import admission
@@ -45,7 +45,7 @@ def _json(value: Any) -> api_pb2.Json:
 def _plain(value: Any) -> Any:
     """Dataclasses (results, denials, refs) as JSON-ready values."""
     if is_dataclass(value) and not isinstance(value, type):
-        out = asdict(value)
+        out = {f.name: _plain(getattr(value, f.name)) for f in fields(value)}
         if isinstance(value, ObjectRef):
             out["display"] = str(value)
         return out
@@ -141,6 +141,8 @@ class ClusterService:
     def Get(self, request: api_pb2.GetRequest, call: Call) -> api_pb2.Json:
         kind = views.view_kind(request.kind)
         tenant = None if request.all_tenants else _tenant(request)
+        if "/" in request.name and not request.tenant and not request.all_tenants:
+            tenant = parse_service(request.name).tenant  # `get services payments/checkout`
         tags = dict(request.tags)
         if kind == "services":
             self._allow(call, "service.read", _scope(tenant))

@@ -73,3 +73,13 @@ def cli_cluster(tmp_path):
     c = CliCluster(tmp_path / "home", f"sqlite://{tmp_path}/state.db")
     yield c
     c.stop()
+
+
+@pytest.fixture
+def etcd_cli_cluster(tmp_path):
+    from ccattler.engine.store.etcd_process import EtcdProcess
+
+    with EtcdProcess() as etcd:
+        c = CliCluster(tmp_path / "home", etcd.url)
+        yield c
+        c.stop()
