@@ -47,11 +47,6 @@ class PlacementController:
         return changes(cluster, result)
 
 
-def _score(result: Plan, unit: str, node: str) -> int:
-    return sum(c.amount for c in result.costs
-               if c.subject == unit and c.target == node and str(c.criterion) != "placed")
-
-
 def changes(cluster: Cluster, result: Plan) -> ChangeSet:
     """The puts and deletes that record `result` (only what differs from the snapshot)."""
     puts: dict[str, Any] = {}
@@ -60,7 +55,7 @@ def changes(cluster: Cluster, result: Plan) -> ChangeSet:
         inst = by_key[inst_key]
         unit = cluster.services[inst.service].unit
         doc = {"service": inst.service, "instance": inst.name, "node": node,
-               "revision": cluster.revision, "score": _score(result, unit, node), "reasons": []}
+               "revision": cluster.revision, "score": result.scores.get((unit, node), 0), "reasons": []}
         puts[placement_key(inst.tenant, inst.name)] = doc
     for unit, instances in sorted(result.unplaced.items()):
         reasons = summarize(result.reasons.get(unit, ()))

@@ -84,11 +84,14 @@ def choose(
         start = _rotation(unit) % len(order) if order else 0
         rotated = order[start:] + order[:start] if not need.prefer else order
 
-        def preferred(name: str, need: UnitNeed = need) -> int:
-            labels = dict(cluster.nodes[name].labels)
-            return -sum(w for k, v, w in need.prefer if labels.get(k) == v)
-
-        scan = sorted(rotated, key=preferred) if need.prefer else rotated
+        if need.prefer:
+            wanted = {(k, v): w for k, v, w in need.prefer}
+            weight = {
+                rep: -sum(wanted.get(pair, 0) for pair in cluster.nodes[rep].labels) for rep in reps
+            }
+            scan = sorted((n for n in order if classes[n] in reps), key=lambda n: weight[classes[n]])
+        else:
+            scan = rotated
         by_zone: dict[object, list[tuple[str, int]]] = defaultdict(list)
         total = count = 0
         for name in scan:

@@ -24,29 +24,31 @@ def node_classes(nodes: Iterable[Node]) -> dict[str, str]:
     return classes
 
 
-def node_facts(
-    nodes: Mapping[str, Node], used: Mapping[str, tuple[int, int]], classes: Mapping[str, str]
-) -> Iterator[Symbol]:
+def node_facts(nodes: Mapping[str, Node], classes: Mapping[str, str]) -> list[Symbol]:
+    """The facts of the nodes themselves (usage apart): the same for every round of a plan."""
+    facts = []
     for name in sorted(nodes):
         node = nodes[name]
-        yield atom("node", name)
-        yield atom("node_cap", name, node.cpu, node.mem)
-        if name in used:
-            yield atom("node_used", name, *used[name])
+        facts.append(atom("node", name))
+        facts.append(atom("node_cap", name, node.cpu, node.mem))
         if node.condition != "ready":
-            yield atom("node_unready", name, node.condition)
+            facts.append(atom("node_unready", name, node.condition))
         rep = classes[name]
-        yield atom("node_class", name, rep)
+        facts.append(atom("node_class", name, rep))
         if rep != name:
             continue
         if node.zone is not None:
-            yield atom("node_zone", name, node.zone)
+            facts.append(atom("node_zone", name, node.zone))
         if node.arch is not None:
-            yield atom("node_arch", name, node.arch)
-        for key, value in node.labels:
-            yield atom("node_label", name, key, value)
-        for key in node.restrictions:
-            yield atom("node_restrict", name, key)
+            facts.append(atom("node_arch", name, node.arch))
+        facts.extend(atom("node_label", name, key, value) for key, value in node.labels)
+        facts.extend(atom("node_restrict", name, key) for key in node.restrictions)
+    return facts
+
+
+def usage_facts(used: Mapping[str, tuple[int, int]]) -> Iterator[Symbol]:
+    for name in sorted(used):
+        yield atom("node_used", name, *used[name])
 
 
 def service_facts(service: Service) -> Iterator[Symbol]:
@@ -91,11 +93,13 @@ def work_facts(
     placed: Mapping[tuple[str, str], int],
     used: Mapping[str, tuple[int, int]],
     explain: Iterable[str] = (),
+    nodes: list[Symbol] | None = None,
 ) -> tuple[list[Symbol], set[str]]:
-    """All facts of one run, and the units they mention."""
+    """All facts of one run, and the units they mention; `nodes` are the `node_facts` if known."""
     explain = list(explain)
-    classes = node_classes(cluster.nodes.values())
-    facts = list(node_facts(cluster.nodes, used, classes))
+    if nodes is None:
+        nodes = node_facts(cluster.nodes, node_classes(cluster.nodes.values()))
+    facts = [*nodes, *usage_facts(used)]
     services = relevant_services(cluster, [*pending, *explain], members)
     for name in services:
         facts.extend(service_facts(cluster.services[name]))

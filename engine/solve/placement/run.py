@@ -1,9 +1,11 @@
 """Run rules/placement.lp over a `Cluster`: static filter, candidates, choice, then reasons.
 
 `plan(cluster)` returns where every unplaced instance goes (instance keys → node) and, for what
-fits nowhere, the per-node `reject` reasons. Each round is one Session: ground `base`, read the
-allowed node classes, add candidates, ground `place`, solve within the budget. Another round runs
-(up to `PlanOptions.max_rounds`) when replicas are left while eligible nodes still have room.
+fits nowhere, the per-node `reject` reasons. Pending units are solved in chunks of about
+`PlanOptions.chunk_replicas` replicas, one after another (each sees the previous placements).
+Each round is one Session: ground `base`, read the allowed node classes, add candidates, ground
+`place`, solve within the budget; another round runs (up to `max_rounds`) while a round places
+something and replicas are left.
 """
 
 from __future__ import annotations
@@ -13,9 +15,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from clingo import SymbolType
+
 from ccattler.engine.solve.decode import Reject, decode
 from ccattler.engine.solve.placement.candidates import CandidatePolicy, choose, free_order, unit_needs
-from ccattler.engine.solve.placement.facts import node_classes, work_facts
+from ccattler.engine.solve.placement.facts import node_classes, node_facts, work_facts
 from ccattler.engine.solve.placement.model import Cluster, Instance
 from ccattler.engine.solve.program import load_program
 from ccattler.engine.solve.solver import Session, SolveOptions
@@ -26,9 +30,14 @@ PROGRAM = "placement"
 
 @dataclass(frozen=True, slots=True)
 class PlanOptions:
-    solve: SolveOptions = field(default_factory=lambda: SolveOptions(conflicts=20_000, wall_seconds=20.0))
+    solve: SolveOptions = field(default_factory=lambda: SolveOptions(
+        conflicts=600, wall_seconds=20.0, extra=("--heuristic=Domain",)))
     candidates: CandidatePolicy = field(default_factory=CandidatePolicy)
     max_rounds: int = 3
+    #: Pending replicas solved together; larger chunks are solved one after another.
+    chunk_replicas: int = 1000
+    #: Decode every objective term into `Plan.costs` (explain wants them; the controller does not).
+    keep_costs: bool = False
     extensions: tuple[Path, ...] = ()
 
 
@@ -65,7 +74,8 @@ class Plan:
     placements: dict[str, str]
     unplaced: dict[str, tuple[Instance, ...]]  # unit → instances left pending
     reasons: dict[str, tuple[Reject, ...]]  # unit → per-node reasons
-    costs: tuple[Cost, ...]
+    costs: tuple[Cost, ...]  # objective terms of explained units
+    scores: dict[tuple[str, str], int]  # (unit, node) → preference cost of that assignment
     members: dict[str, list[str]]
     rounds: int = 0
     exhausted: bool = True
@@ -94,68 +104,125 @@ def slots_of(cluster: Cluster, members: Mapping[str, list[str]]) -> dict[str, li
     return slots
 
 
+@dataclass(slots=True)
+class _State:
+    """What a plan has decided so far (mutable while planning, then frozen into a `Plan`)."""
+
+    placed: dict[tuple[str, str], int]
+    used: dict[str, list[int]]
+    remaining: dict[str, int]
+    assigned: dict[str, list[tuple[str, int]]] = field(default_factory=lambda: defaultdict(list))
+    scores: dict[tuple[str, str], int] = field(default_factory=dict)
+    costs: list[Cost] = field(default_factory=list)
+    rounds: int = 0
+    exhausted: bool = True
+    ground_seconds: float = 0.0
+    solve_seconds: float = 0.0
+
+
+def _initial_state(slots: Mapping[str, list[Slot]]) -> _State:
+    placed: dict[tuple[str, str], int] = defaultdict(int)
+    used: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    remaining = {}
+    for unit, unit_slots in slots.items():
+        open_count = 0
+        for slot in unit_slots:
+            if slot.node is None:
+                open_count += 1
+                continue
+            placed[unit, slot.node] += 1
+            for inst in slot.instances:
+                used[slot.node][0] += inst.cpu
+                used[slot.node][1] += inst.mem
+        if open_count:
+            remaining[unit] = open_count
+    return _State(placed, used, remaining)
+
+
+def _chunks(remaining: Mapping[str, int], size: int) -> list[list[str]]:
+    """Pending units in name order, cut into chunks of about `size` replicas (a unit is never split)."""
+    chunks: list[list[str]] = [[]]
+    total = 0
+    for unit in sorted(remaining):
+        if chunks[-1] and total + remaining[unit] > size:
+            chunks.append([])
+            total = 0
+        chunks[-1].append(unit)
+        total += remaining[unit]
+    return [c for c in chunks if c]
+
+
 def plan(cluster: Cluster, options: PlanOptions | None = None) -> Plan:
+    """Place every pending replica: chunk by chunk, each chunk in up to `max_rounds` solves."""
     options = options or PlanOptions()
     members = cluster.units()
     slots = slots_of(cluster, members)
-    pending = {u: sum(1 for s in ss if s.node is None) for u, ss in slots.items()}
-    pending = {u: p for u, p in pending.items() if p}
-    placed: dict[tuple[str, str], int] = defaultdict(int)
-    used: dict[str, list[int]] = defaultdict(lambda: [0, 0])
-    for unit, unit_slots in slots.items():
-        for slot in unit_slots:
-            if slot.node is not None:
-                placed[unit, slot.node] += 1
-                for inst in slot.instances:
-                    used[slot.node][0] += inst.cpu
-                    used[slot.node][1] += inst.mem
+    state = _initial_state(slots)
     program = load_program(PROGRAM, options.extensions)
     classes = node_classes(cluster.nodes.values())
     needs = unit_needs(cluster, members)
-    assigned: dict[str, list[tuple[str, int]]] = defaultdict(list)
-    costs: list[Cost] = []
-    rounds, exhausted, ground_s, solve_s = 0, True, 0.0, 0.0
-    remaining = dict(pending)
-    while remaining and rounds < options.max_rounds:
-        rounds += 1
-        usage = {n: (c, m) for n, (c, m) in used.items()}
-        session = Session(program, options.solve)
-        facts, _ = work_facts(cluster, members, remaining, placed, usage)
-        session.add_facts(facts)
-        session.ground([("base", ())])
-        allowed: dict[str, set[str]] = defaultdict(set)
-        for sym in session.facts("class_ok", 2):
-            allowed[sym.arguments[0].string].add(sym.arguments[1].string)
-        chosen = choose(cluster, free_order(cluster, usage), classes, allowed, remaining, needs, usage,
-                        options.candidates)
-        if not any(chosen.values()):
-            break
-        session.add_facts(atom("candidate", u, n) for u in sorted(chosen) for n in chosen[u])
-        session.ground([("place", ())])
-        result = session.solve()
-        ground_s += session.ground_seconds
-        solve_s += result.solve_seconds
-        exhausted = exhausted and result.exhausted
-        progress = 0
-        for a in decode(result.symbols, Assign):
-            assigned[a.unit].append((a.node, a.count))
-            placed[a.unit, a.node] += a.count
-            remaining[a.unit] -= a.count
-            progress += a.count
-            used[a.node][0] += a.count * needs[a.unit].cpu
-            used[a.node][1] += a.count * needs[a.unit].mem
-        costs.extend(decode(result.symbols, Cost))
-        remaining = {u: p for u, p in remaining.items() if p > 0}
-        if not progress:
-            break
-    placements = _assign_instances(slots, assigned)
+    nodes = node_facts(cluster.nodes, classes)
+    for chunk in _chunks(state.remaining, options.chunk_replicas):
+        for _ in range(options.max_rounds):
+            todo = {u: state.remaining[u] for u in chunk if state.remaining.get(u, 0) > 0}
+            if not todo or not _round(cluster, members, program, classes, nodes, needs, todo, state, options):
+                break
+    remaining = sorted(u for u, p in state.remaining.items() if p > 0)
+    placements = _assign_instances(slots, state.assigned)
     unplaced = {
         unit: tuple(i for s in slots[unit] if s.node is None for i in s.instances
                     if i.key not in placements)
         for unit in remaining
     }
-    reasons = explain_units(cluster, members, sorted(remaining), placed, used, options) if remaining else {}
-    return Plan(placements, unplaced, reasons, tuple(costs), members, rounds, exhausted, ground_s, solve_s)
+    reasons = explain_units(cluster, members, remaining, state.placed, state.used, options)
+    return Plan(placements, unplaced, reasons, tuple(state.costs), state.scores, members, state.rounds,
+                state.exhausted, state.ground_seconds, state.solve_seconds)
+
+
+def _round(cluster, members, program, classes, nodes, needs, todo: dict[str, int], state: _State,
+           options: PlanOptions) -> bool:
+    """One solve for the units in `todo`; True when it placed something."""
+    state.rounds += 1
+    usage = {n: (c, m) for n, (c, m) in state.used.items()}
+    session = Session(program, options.solve)
+    facts, _ = work_facts(cluster, members, todo, state.placed, usage, nodes=nodes)
+    session.add_facts(facts)
+    session.ground([("base", ())])
+    allowed: dict[str, set[str]] = defaultdict(set)
+    for sym in session.facts("class_ok", 2):
+        allowed[sym.arguments[0].string].add(sym.arguments[1].string)
+    chosen = choose(cluster, free_order(cluster, usage), classes, allowed, todo, needs, usage,
+                    options.candidates)
+    if not any(chosen.values()):
+        return False
+    session.add_facts(atom("candidate", u, n) for u in sorted(chosen) for n in chosen[u])
+    session.ground([("place", ())])
+    result = session.solve()
+    state.ground_seconds += session.ground_seconds
+    state.solve_seconds += result.solve_seconds
+    state.exhausted = state.exhausted and result.exhausted
+    progress = 0
+    for a in decode(result.atoms("assign", 3), Assign):
+        state.assigned[a.unit].append((a.node, a.count))
+        state.placed[a.unit, a.node] += a.count
+        state.remaining[a.unit] -= a.count
+        progress += a.count
+        state.used[a.node][0] += a.count * needs[a.unit].cpu
+        state.used[a.node][1] += a.count * needs[a.unit].mem
+    cost_atoms = result.atoms("cost", 5)
+    _add_scores(state.scores, cost_atoms)
+    if options.keep_costs:
+        state.costs.extend(decode(cost_atoms, Cost))
+    return progress > 0
+
+
+def _add_scores(scores: dict[tuple[str, str], int], cost_atoms: list) -> None:
+    """Sum the objective terms per (unit, node) without decoding each atom."""
+    for sym in cost_atoms:
+        subject, target = sym.arguments[0], sym.arguments[1]
+        if subject.type is SymbolType.String and target.type is SymbolType.String:
+            key = (subject.string, target.string)
+            scores[key] = scores.get(key, 0) + sym.arguments[4].number
 
 
 def _assign_instances(
@@ -181,6 +248,8 @@ def explain_units(
     options: PlanOptions,
 ) -> dict[str, tuple[Reject, ...]]:
     """Per-node reasons (part `why`) for `units`, against the given usage."""
+    if not units:
+        return {}
     session = Session(load_program(PROGRAM, options.extensions), options.solve)
     usage = {n: (c, m) for n, (c, m) in used.items()}
     facts, _ = work_facts(cluster, members, {}, placed, usage, explain=units)
