@@ -77,22 +77,22 @@ class Reconciler:
             now = self.clock()
             statuses = {s.name: s for s in self.runtime.list()}
             removals = [n for n in statuses if n not in desired]
-            starts: list[InstanceSpec] = []
+            starts: list[tuple[InstanceSpec, bool]] = []  # (spec, a leftover container to remove first)
             for name, spec in desired.items():
                 record = self._records.setdefault(name, _Record())
                 status = statuses.get(name)
                 if status is not None and status.spec_hash != spec.spec_hash:
                     removals.append(name)  # changed: replace it now, it is not a failure
-                    starts.append(spec)
+                    starts.append((spec, False))
                 elif status is None or status.state == "created":
                     if now >= record.retry_at:
-                        starts.append(spec)
+                        starts.append((spec, status is not None))
                 elif status.state == "exited":
                     self._crashed(name, status, record, now)
                 elif status.state == "running":
                     self._running(record, now)
             list(self._pool.map(self._remove, removals))
-            list(self._pool.map(self._start, starts))
+            list(self._pool.map(lambda job: self._start(*job), starts))
             for name in set(self._records) - set(desired):
                 del self._records[name]
             if now >= self._next_gc:
@@ -141,11 +141,11 @@ class Reconciler:
         elif record.failures and now - record.running_since >= self.backoff.reset_after:
             record.failures, record.reason, record.retry_at = 0, None, 0.0
 
-    def _start(self, spec: InstanceSpec) -> None:
+    def _start(self, spec: InstanceSpec, leftover: bool) -> None:
         record = self._records[spec.key]
         try:
-            if self.runtime.status(spec.key) is not None:
-                self.runtime.remove(spec.key)  # a leftover of a failed start
+            if leftover:
+                self.runtime.remove(spec.key)  # created but never started: a failed start's remains
             netns = None
             if self.runtime.isolated_network:
                 if spec.ip is None:

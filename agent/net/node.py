@@ -16,13 +16,12 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from pyroute2 import IPRoute, NetNS, netns
+from pyroute2 import IPRoute
 from pyroute2.netlink.exceptions import NetlinkError
 
-from ccattler.agent.net import nat
+from ccattler.agent.net import nat, netns
+from ccattler.agent.net.netns import NETNS_DIR
 from ccattler.engine.facts import CcaError
-
-NETNS_DIR = Path("/run/netns")
 
 
 class NetworkError(CcaError):
@@ -108,8 +107,7 @@ class NodeNetwork:
         att = Attachment(name, ip, f"{self.bridge}-{token[:12]}", f"v{token[:11]}")
         self._write_record(att)
         try:
-            with self._lock:
-                self._plumb(att)
+            self._plumb(att)
         except (NetlinkError, OSError) as exc:
             self.detach(name)
             raise NetworkError(f"network for {name} ({ip}): {exc}") from None
@@ -156,17 +154,22 @@ class NodeNetwork:
     def _plumb(self, att: Attachment) -> None:
         if (NETNS_DIR / att.netns).exists():
             _remove_netns(att.netns)
-        netns.create(att.netns)
-        if (old := self._index(att.veth)) is not None:
-            self._ipr.link("del", index=old)
-        self._ipr.link("add", ifname=att.veth, kind="veth", peer={"ifname": "eth0", "net_ns_fd": att.netns})
-        bridge = self._index(self.bridge)
-        if bridge is None:
-            raise NetworkError(f"bridge {self.bridge} does not exist (setup() was not run)")
-        self._ipr.link("set", index=self._index(att.veth), master=bridge, state="up")
-        with NetNS(att.netns) as ns:
-            lo = ns.link_lookup(ifname="lo")[0]
-            ns.link("set", index=lo, state="up")
+        path = netns.create(att.netns)
+        with self._lock:  # the host-side netlink socket is shared
+            if (old := self._index(att.veth)) is not None:
+                self._ipr.link("del", index=old)
+            bridge = self._index(self.bridge)
+            if bridge is None:
+                raise NetworkError(f"bridge {self.bridge} does not exist (setup() was not run)")
+            peer = {"ifname": "eth0", "net_ns_fd": str(path)}
+            self._ipr.link("add", ifname=att.veth, kind="veth", peer=peer)
+            self._ipr.link("set", index=self._index(att.veth), master=bridge, state="up")
+        netns.run_in(att.netns, lambda: self._configure_inside(att))
+
+    def _configure_inside(self, att: Attachment) -> None:
+        """Runs on a thread inside the container's namespace: a socket opened here talks to it."""
+        with IPRoute() as ns:
+            ns.link("set", index=ns.link_lookup(ifname="lo")[0], state="up")
             eth = ns.link_lookup(ifname="eth0")[0]
             ns.addr("add", index=eth, address=att.ip, prefixlen=self.subnet.prefixlen)
             ns.link("set", index=eth, state="up")
@@ -199,8 +202,7 @@ class NodeNetwork:
 
 
 def _remove_netns(name: str) -> None:
-    if (NETNS_DIR / name).exists():
-        try:
-            netns.remove(name)
-        except OSError as exc:
-            raise NetworkError(f"cannot remove network namespace {name}: {exc}") from None
+    try:
+        netns.remove(name)
+    except OSError as exc:
+        raise NetworkError(f"cannot remove network namespace {name}: {exc}") from None

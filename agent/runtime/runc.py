@@ -99,7 +99,9 @@ class RuncRuntime(Runtime):
         if result.returncode != 0:
             tail = (bundle / "log").read_bytes()[-400:].decode(errors="replace").strip()
             raise ContainerError(f"runc could not start {name}: {tail}")
-        (bundle / "started").write_text(str(time.time()))
+        started = bundle / "started.tmp"
+        started.write_text(str(time.time()))
+        started.rename(bundle / "started")  # atomic: list() may read it from another thread
 
     def stop(self, name: str, timeout: float = 5.0) -> None:
         cid = container_id(name)

@@ -1,0 +1,122 @@
+"""Runtime cost of starting N busybox containers on this node: from one `reconcile` call to every
+container running, and to every one answering HTTP at its own address (runc, veth, bridge, NAT).
+
+Run as root: `.venv/bin/python bench/agent_bench.py [--containers 20] [--rounds 3] [--workers 8]`.
+Prints per-round figures and medians; also the cost of each step for one container
+(network attach, create = overlay + bundle, runc run) and of removing them all.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import statistics
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+from ccattler.agent.desired import InstanceSpec
+from ccattler.agent.images.busybox import build_busybox
+from ccattler.agent.images.store import ImageStore
+from ccattler.agent.net.node import NodeNetwork
+from ccattler.agent.reconcile import Backoff, Reconciler
+from ccattler.agent.runtime.runc import RuncRuntime
+
+HTTPD = "mkdir -p /www && echo hello from $HOSTNAME > /www/index.html && exec httpd -f -p 8080 -h /www"
+_DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
+def _answers(ip: str) -> bool:
+    try:
+        with _DIRECT.open(f"http://{ip}:8080/", timeout=0.5) as response:
+            return response.status == 200
+    except OSError:
+        return False
+
+
+def one_round(state: Path, images: ImageStore, n: int, workers: int) -> dict[str, float]:
+    bridge = f"cb{random.randrange(16**4):04x}"
+    third = random.randrange(256)
+    runtime = RuncRuntime(state, images, runc_root=state / "runc")
+    network = NodeNetwork(f"10.251.{third}.0/24", state, bridge=bridge)
+    t0 = time.perf_counter()
+    network.setup()
+    setup = time.perf_counter() - t0
+    reconciler = Reconciler("bench", runtime, network, backoff=Backoff(), stop_timeout=0.2, workers=workers)
+    desired = {}
+    for i in range(n):
+        spec = InstanceSpec("default", f"web-{i}", "default/web", "busybox", HTTPD, cpu=100, memory=32 << 20,
+                            ip=f"10.251.{third}.{i + 2}")
+        desired[spec.key] = spec
+    try:
+        t0 = time.perf_counter()
+        observed = reconciler.reconcile(desired)
+        running = time.perf_counter() - t0
+        assert all(doc["state"] == "running" for doc in observed.values()), observed
+        pending = {spec.ip for spec in desired.values()}
+        while pending:
+            pending = {ip for ip in pending if not _answers(ip)}
+        answering = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        reconciler.reconcile({})
+        removed = time.perf_counter() - t0
+    finally:
+        reconciler.remove_all()
+        reconciler.close()
+        network.teardown()
+        network.close()
+    return {"setup": setup, "running": running, "answering": answering, "remove": removed}
+
+
+def steps(state: Path, images: ImageStore) -> dict[str, float]:
+    """Each step for one container, timed alone."""
+    runtime = RuncRuntime(state, images, runc_root=state / "runc")
+    network = NodeNetwork("10.252.0.0/24", state, bridge="cbstep")
+    network.setup()
+    spec = InstanceSpec("default", "web-0", "default/web", "busybox", HTTPD, ip="10.252.0.2")
+    try:
+        t0 = time.perf_counter()
+        att = network.attach(spec.key, spec.ip)
+        t1 = time.perf_counter()
+        runtime.create(spec.container(att.netns_path))
+        t2 = time.perf_counter()
+        runtime.start(spec.key)
+        t3 = time.perf_counter()
+        runtime.list()
+        t4 = time.perf_counter()
+    finally:
+        runtime.remove(spec.key)
+        network.teardown()
+        network.close()
+    return {"attach": t1 - t0, "create": t2 - t1, "runc run": t3 - t2, "list": t4 - t3}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--containers", type=int, default=20)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--workers", type=int, nargs="+", default=[1, 4, 8])
+    args = parser.parse_args()
+    if os.geteuid() != 0:
+        raise SystemExit("run as root: the benchmark starts real runc containers")
+    with tempfile.TemporaryDirectory(prefix="cca-bench-") as tmp:
+        state = Path(tmp)
+        images = ImageStore(state)
+        build_busybox(images)
+        images.rootfs("busybox")
+        print(f"{os.cpu_count()} cpus; {args.containers} busybox httpd containers per round, "
+              f"{args.rounds} rounds")
+        print("one container, step by step (ms): " + ", ".join(
+            f"{k} {v * 1000:.0f}" for k, v in steps(state, images).items()))
+        for workers in args.workers:
+            rounds = [one_round(state, images, args.containers, workers) for _ in range(args.rounds)]
+            for key in ("setup", "running", "answering", "remove"):
+                values = [r[key] for r in rounds]
+                print(f"workers={workers:<2} {key:<10} median {statistics.median(values):6.3f}s   "
+                      f"rounds {' '.join(f'{v:.3f}' for v in values)}")
+
+
+if __name__ == "__main__":
+    main()
