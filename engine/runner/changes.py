@@ -166,14 +166,16 @@ class CommitResult:
 
     committed_ops: int
     transactions: int
-    revision: int | None
+    revision: int | None  # of the last committed batch
     conflict: bool
+    written: tuple[tuple[int, tuple[str, ...]], ...] = ()  # (revision, keys) per committed batch
 
 
 def commit(store: Store, batches: list[Batch], changes: ChangeSet) -> CommitResult:
     """Commit `batches` in order; stop at the first failed guard."""
     ops = txns = 0
     revision = None
+    written: list[tuple[int, tuple[str, ...]]] = []
     queue = list(batches)
     while queue:
         batch = queue.pop(0)
@@ -191,11 +193,12 @@ def commit(store: Store, batches: list[Batch], changes: ChangeSet) -> CommitResu
             queue[:0] = [_rebatch(batch.units[:half], changes), _rebatch(batch.units[half:], changes)]
             continue
         if not ok:
-            return CommitResult(ops, txns, revision, True)
+            return CommitResult(ops, txns, revision, True, tuple(written))
         ops += batch.ops
         txns += 1
         revision = rev
-    return CommitResult(ops, txns, revision, False)
+        written.append((rev, (*batch.puts, *batch.deletes)))
+    return CommitResult(ops, txns, revision, False, tuple(written))
 
 
 def _rebatch(units: list[_Unit], changes: ChangeSet) -> Batch:

@@ -199,8 +199,9 @@ class Runner:
             result = outcome.result
             if result is not None and result.revision is not None:
                 self._own_revisions[controller.name].append(result.revision)
-                self._cache.wait_for(outcome.pruned.changes.puts.keys() | outcome.pruned.changes.deletes,
-                                     result.revision, timeout=1.0)
+                if not self._cache.wait_for(result.written, timeout=1.0):
+                    log.warning("runner %s: the watch has not delivered revision %d after 1 s",
+                                self.identity, result.revision)
             if not outcome.conflict:
                 return
             if attempt + 1 >= RELIST_AFTER_CONFLICTS:

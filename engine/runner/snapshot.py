@@ -128,11 +128,16 @@ class FactCache:
         keys = list(keys)
         return [v for v in self._views.values() if any(k.startswith(v.prefix) for k in keys)]
 
-    def wait_for(self, keys: Iterable[str], revision: int, timeout: float) -> bool:
-        """Wait until the views holding `keys` have applied `revision` (read-your-writes)."""
-        views = self._covering(keys)
+    def wait_for(self, written: Iterable[tuple[int, Iterable[str]]], timeout: float) -> bool:
+        """Wait until every view has applied the last committed revision that wrote into it
+        (read-your-writes). `written` is (revision, keys) per committed transaction."""
+        targets: dict[str, int] = {}
+        for revision, keys in written:
+            for view in self._covering(keys):
+                targets[view.prefix] = max(targets.get(view.prefix, 0), revision)
+        views = [(self._views[prefix], revision) for prefix, revision in targets.items()]
         with self._lock:
-            return self._lock.wait_for(lambda: all(v.revision >= revision for v in views), timeout)
+            return self._lock.wait_for(lambda: all(v.revision >= r for v, r in views), timeout)
 
     def snapshot(self, prefixes: Iterable[str]) -> Snapshot:
         prefixes = tuple(prefixes)

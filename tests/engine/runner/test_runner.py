@@ -136,3 +136,25 @@ def test_a_tiny_max_ops_forces_batches_that_keep_each_group_in_one_revision(stor
     assert [len({revisions[k] for k in group}) for group in groups] == [1, 1, 1]
     assert len({revisions[group[0]] for group in groups}) == 3
     assert runner.stats["copy"].commits >= 3
+
+
+@dataclass
+class Fanout:
+    """Writes each `in/<k>` to both `a/<k>` and `b/<k>`: two cached views, several batches."""
+
+    name: ClassVar[str] = "fanout"
+    reads: ClassVar[tuple[str, ...]] = ("in/", "a/", "b/")
+    writes: ClassVar[tuple[str, ...]] = ("a/", "b/")
+
+    def reconcile(self, snapshot: Snapshot, now: float) -> ChangeSet:
+        return ChangeSet({f"{side}/{k[3:]}": v for k, v in snapshot.under("in/") for side in "ab"})
+
+
+def test_read_your_writes_waits_per_view_without_stalling(store, runners, caplog):
+    runner = runners(store, [Fanout()], max_ops=2)  # one write + the fence per txn
+    assert runner.wait_idle(10)
+    store.txn((), [(f"in/{i}", {"v": i}) for i in range(3)], ())
+    assert eventually(lambda: len(store.range("b/")[0]) == 3)
+    assert runner.wait_idle(10)
+    assert "has not delivered" not in caplog.text
+    assert runner.stats["fanout"].commits == 6 and runner.stats["fanout"].conflicts == 0
