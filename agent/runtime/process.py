@@ -78,7 +78,7 @@ class ProcessRuntime(Runtime):
         meta = self._meta(folder)
         if meta is None:
             raise ContainerNotFound(f"container {name} does not exist")
-        env = {**os.environ, **meta["env"]}
+        env = self._env(folder, meta)
         with open(folder / "log", "ab") as log:
             child = subprocess.Popen(["/bin/sh", "-c", meta["command"]], cwd=folder / "root", env=env,
                                      stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
@@ -149,7 +149,7 @@ class ProcessRuntime(Runtime):
         if meta is None or not self._running(meta):
             raise ContainerError(f"container {name} is not running")
         try:
-            result = subprocess.run(argv, cwd=folder / "root", env={**os.environ, **meta["env"]},
+            result = subprocess.run(argv, cwd=folder / "root", env=self._env(folder, meta),
                                     stdin=subprocess.DEVNULL, capture_output=True, timeout=timeout)
         except subprocess.TimeoutExpired:
             raise ContainerError(f"exec in {name} did not finish within {timeout:g}s") from None
@@ -165,6 +165,12 @@ class ProcessRuntime(Runtime):
         return data[-tail_bytes:] if tail_bytes is not None else data
 
     # -- internals -----------------------------------------------------------------------------
+    @staticmethod
+    def _env(folder: Path, meta: dict[str, Any]) -> dict[str, str]:
+        """A clean environment (the agent's own variables may hold secrets): PATH, HOME, the spec's."""
+        path = os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin")
+        return {"PATH": path, "HOME": str(folder / "root"), **meta["env"]}
+
     @staticmethod
     def _meta(folder: Path) -> dict[str, Any] | None:
         try:

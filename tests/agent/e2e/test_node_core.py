@@ -75,3 +75,30 @@ def test_slice_to_http_answers_and_back_to_nothing(busybox_state: Path, tmp_path
     finally:
         core.shutdown(remove=True)
     clean_check(state, bridge)
+
+
+def test_containers_survive_an_agent_restart(busybox_state: Path, tmp_path: Path, clean_check) -> None:
+    state = tmp_path / "state"
+    subprocess.run(["cp", "-a", "--link", str(busybox_state), str(state)], check=True)
+    bridge = f"cr{random.randrange(16**4):04x}"
+    subnet = f"10.{random.randrange(200, 250)}.{random.randrange(256)}.0/24"
+    facts = hello_slice("n1", subnet, ["hello-x1"])
+
+    def core() -> NodeCore:
+        runtime = RuncRuntime(state, ImageStore(state), runc_root=state / "runc")
+        return NodeCore("n1", runtime, state_dir=state, bridge=bridge, stop_timeout=0.5)
+
+    first = core()
+    try:
+        assert first.apply(facts)["observed/instance/default/hello-x1"]["state"] == "running"
+        pid = first.runtime.status("default/hello-x1").pid
+        first.shutdown(remove=False)  # the agent exits; its containers keep running
+        second = core()
+        doc = second.apply(facts)["observed/instance/default/hello-x1"]
+        assert (doc["state"], doc["restarts"]) == ("running", 0)
+        assert second.runtime.status("default/hello-x1").pid == pid
+    finally:
+        cleanup = core()
+        cleanup.apply({k: v for k, v in facts.items() if not k.startswith("derived/placement/")})
+        cleanup.shutdown(remove=True)
+    clean_check(state, bridge)
