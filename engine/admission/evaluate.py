@@ -15,7 +15,8 @@ from clingo import Symbol
 
 from ccattler.engine.admission.model import Denial, PolicyWarning
 from ccattler.engine.admission.reasons import format_operator, format_reject, render_value
-from ccattler.engine.admission.vocabulary import Request
+from ccattler.engine.admission.signatures import Signature, signatures
+from ccattler.engine.admission.vocabulary import Facts, Request
 from ccattler.engine.solve import (
     LogicError,
     Program,
@@ -24,6 +25,7 @@ from ccattler.engine.solve import (
     SolveOptions,
     load_program,
     program_from_text,
+    program_path,
     to_python,
 )
 
@@ -62,33 +64,53 @@ class Context:
     policies: Mapping[str, Mapping[str, Any]]  # ABAC policy name → desired/policy document
 
 
+#: Shown beside each operator policy, whatever #show statements the policy has of its own.
+_SHOW_OUTPUTS = "".join(f"#show {name}/{arity}.\n" for name, arity in POLICY_OUTPUTS)
+
+
 def _run(program: Program, facts: Sequence[Symbol]) -> tuple[Symbol, ...]:
     session = Session(program, SOLVE_OPTIONS)
     session.add_facts(facts)
     session.ground()
-    return session.solve(atoms="all").symbols
+    return session.solve().symbols
 
 
-def builtin_verdict(facts: Sequence[Symbol], context: Context) -> list[Denial]:
+def _builtin_reads() -> frozenset[Signature]:
+    return signatures(program_path("admission").read_text()).used
+
+
+def wanted_signatures(operator_policies: Iterable[tuple[str, str]]) -> frozenset[Signature]:
+    """Every predicate admission.lp or one of the operator policies reads."""
+    wanted = set(_builtin_reads())
+    for _, text in operator_policies:
+        wanted |= signatures(text).used
+    return frozenset(wanted)
+
+
+def builtin_verdict(facts: Facts, context: Context) -> list[Denial]:
     """RBAC/ABAC, secret use and quota from rules/admission.lp."""
-    symbols = _run(load_program("admission"), facts)
-    rejects = [Reject(*(to_python(a) for a in s.arguments)) for s in symbols if s.match("reject", 4)]
+    symbols = _run(load_program("admission"), facts.select(_builtin_reads()))
+    rejects = [Reject(*(to_python(a) for a in s.arguments)) for s in symbols]  # only reject/4 is shown
     # An update failing alike before and after reads as one denial.
     denials = {format_reject(r, context) for r in rejects}
     return sorted(denials, key=lambda d: (d.subject, d.policy, d.message))
 
 
 def operator_verdict(
-    name: str, text: str, facts: Sequence[Symbol], context: Context
+    name: str, text: str, facts: Facts, context: Context
 ) -> tuple[list[Denial], list[PolicyWarning], list[Mutation]]:
     """One operator policy's denials, warnings and mutations. A policy that fails to ground or
     solve denies (fail closed) and says why."""
     try:
-        symbols = _run(program_from_text(f"lp/{name}", text, label=f"{name}.lp"), facts)
+        program = program_from_text(f"lp/{name}", text, label=f"{name}.lp")
+        reads = facts.select(signatures(text).used)
+        symbols = _run(program.with_texts([("admission outputs", _SHOW_OUTPUTS)]), reads)
     except LogicError as exc:
         message = f"policy {name} failed: {str(exc).replace('<block>', f'{name}.lp')}"
         return [Denial(name, "policy_error", context.summary, name, message)], [], []
-    out = {sig: [s for s in symbols if s.match(*sig)] for sig in POLICY_OUTPUTS}
+    out: dict[tuple[str, int], list[Symbol]] = {sig: [] for sig in POLICY_OUTPUTS}
+    for sym in symbols:
+        out.get((sym.name, len(sym.arguments)), []).append(sym)
     messages: dict[str, str] = {}
     for sym in out[("message", 2)]:
         code, text = (render_value(to_python(a)) for a in sym.arguments)
@@ -107,7 +129,7 @@ def operator_verdict(
 
 
 def evaluate(
-    facts: Sequence[Symbol], operator_policies: Iterable[tuple[str, str]], context: Context
+    facts: Facts, operator_policies: Iterable[tuple[str, str]], context: Context
 ) -> Verdict:
     """The built-in program and every operator policy over the same facts."""
     denials = builtin_verdict(facts, context)

@@ -18,7 +18,7 @@ from ccattler.engine.admission.capabilities import (
     ref_for,
     ref_from_key,
 )
-from ccattler.engine.admission.evaluate import evaluate
+from ccattler.engine.admission.evaluate import evaluate, wanted_signatures
 from ccattler.engine.admission.model import (
     ApplyResult,
     Conflict,
@@ -39,7 +39,7 @@ from ccattler.engine.admission.plan import (
     read_state,
     request_name,
 )
-from ccattler.engine.admission.vocabulary import Request, auth_facts, request_facts, subject_facts
+from ccattler.engine.admission.vocabulary import Facts, Request, add_auth, add_requests, add_subject
 from ccattler.engine.facts import DEFAULT_TENANT, CcaError
 from ccattler.engine.store import Store
 
@@ -222,11 +222,10 @@ def _resource_request(verb: str, cap_kind: str, resource: str | None, tenant: st
 def _decide(state: State, principal: Principal, requests: list[Request], summary: str) -> Decision:
     if not requests:
         return Decision(True)
-    facts = [
-        *subject_facts(principal),
-        *request_facts(requests),
-        *auth_facts({k: v for k, v in state.docs.items() if k.startswith(AUTH_PREFIXES)}),
-    ]
+    facts = Facts(wanted_signatures(state.policies))
+    add_subject(facts, principal)
+    add_requests(facts, requests)
+    add_auth(facts, {k: v for k, v in state.docs.items() if k.startswith(AUTH_PREFIXES)})
     verdict = evaluate(facts, state.policies, context_for(state, principal, requests, summary))
     return Decision(not verdict.denials, verdict.denials, verdict.warnings)
 

@@ -13,15 +13,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from ccattler.engine.admission.capabilities import capability_kind, ref_from_key
-from ccattler.engine.admission.evaluate import Context, Verdict, evaluate
+from ccattler.engine.admission.evaluate import Context, Verdict, evaluate, wanted_signatures
 from ccattler.engine.admission.model import Change, Denial, ObjectRef, PolicyWarning, Principal
 from ccattler.engine.admission.mutation import apply_mutations
 from ccattler.engine.admission.vocabulary import (
+    Facts,
     Request,
-    auth_facts,
-    quota_facts,
-    request_facts,
-    subject_facts,
+    add_auth,
+    add_quota,
+    add_requests,
+    add_subject,
 )
 from ccattler.engine.store import Compare, Store
 
@@ -147,12 +148,11 @@ def _judge(
         c.ref.tenant if c.ref.tenant is not None else c.ref.name
         for c in added + changed + removed if c.ref.tenant is not None or c.ref.kind == "tenant"
     }
-    facts = [
-        *subject_facts(principal),
-        *request_facts(requests),
-        *auth_facts({k: v for k, v in state.docs.items() if k.startswith(AUTH_PREFIXES)}),
-        *quota_facts(tenants, state.docs, after),
-    ]
+    facts = Facts(wanted_signatures(state.policies))
+    add_subject(facts, principal)
+    add_requests(facts, requests)
+    add_auth(facts, {k: v for k, v in state.docs.items() if k.startswith(AUTH_PREFIXES)})
+    add_quota(facts, tenants, state.docs, after)
     context = context_for(state, principal, requests, summary)
     verdict = evaluate(facts, state.policies, context) if requests else Verdict((), (), ())
     return (added, changed, removed, unchanged), verdict

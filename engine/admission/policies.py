@@ -7,20 +7,21 @@ would otherwise be silently false). Errors name `<name>.lp:line:col`.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
-
-from clingo import ast
 
 from ccattler.engine.admission.evaluate import POLICY_OUTPUTS, SOLVE_OPTIONS
 from ccattler.engine.admission.model import ApplyResult, ObjectRef, PolicyError, Principal
 from ccattler.engine.admission.operations import NotFound, run_plan
 from ccattler.engine.admission.plan import Plan, State, plan_changes
+from ccattler.engine.admission.signatures import signatures
 from ccattler.engine.admission.vocabulary import VOCABULARY
 from ccattler.engine.facts import desired_key
 from ccattler.engine.solve import LogicError, Session, program_from_text
 from ccattler.engine.store import Store
 
 _KNOWN = set(VOCABULARY) | set(POLICY_OUTPUTS)
+_FORBIDDEN = re.compile(r"#include|#script")
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,70 +33,25 @@ class OperatorPolicy:
     revision: int
 
 
-def _signature(term: ast.AST) -> tuple[str, int] | None:
-    if term.ast_type == ast.ASTType.UnaryOperation:
-        inner = _signature(term.argument)
-        return (f"-{inner[0]}", inner[1]) if inner else None
-    if term.ast_type == ast.ASTType.Function and term.name:
-        return term.name, len(term.arguments)
-    if term.ast_type == ast.ASTType.SymbolicTerm and term.symbol.type.name == "Function":
-        return term.symbol.name, len(term.symbol.arguments)
-    return None
-
-
-def _head_atoms(head: ast.AST) -> list[ast.AST]:
-    kind = head.ast_type
-    if kind == ast.ASTType.Literal:
-        return [head.atom]
-    if kind in (ast.ASTType.Disjunction, ast.ASTType.Aggregate):
-        return [e.literal.atom for e in head.elements]
-    if kind == ast.ASTType.HeadAggregate:
-        return [e.condition.literal.atom for e in head.elements]
-    return []
-
-
-class _Atoms(ast.Transformer):
-    """Collects every symbolic atom of a statement with its location."""
-
-    def __init__(self) -> None:
-        self.found: list[tuple[tuple[str, int], ast.Location]] = []
-
-    def visit_SymbolicAtom(self, node: ast.AST) -> ast.AST:  # noqa: N802 (clingo's visitor naming)
-        sig = _signature(node.symbol)
-        if sig is not None:
-            self.found.append((sig, node.symbol.location))
-        return node
-
-
 def unknown_predicates(name: str, text: str) -> list[str]:
-    """`<name>.lp:line:col: …` for every body predicate neither in the vocabulary nor derived here."""
-    defined: set[tuple[str, int]] = set()
-    used = _Atoms()
-
-    def on_statement(stm: ast.AST) -> None:
-        if stm.ast_type == ast.ASTType.Rule:
-            for atom in _head_atoms(stm.head):
-                if atom.ast_type == ast.ASTType.SymbolicAtom and (sig := _signature(atom.symbol)):
-                    defined.add(sig)
-        elif stm.ast_type == ast.ASTType.Defined:
-            defined.add((stm.name, stm.arity))
-        elif stm.ast_type == ast.ASTType.External and (sig := _signature(stm.atom.symbol)):
-            defined.add(sig)
-        used(stm)
-
-    ast.parse_string(text, on_statement)
-    errors = []
-    for (pred, arity), loc in used.found:
-        if (pred, arity) not in defined and (pred, arity) not in _KNOWN:
-            errors.append(
-                f"{name}.lp:{loc.begin.line}:{loc.begin.column}: error: unknown predicate {pred}/{arity}: "
-                "not in the admission vocabulary (rules/README.md) and not derived by this policy"
-            )
-    return errors
+    """`<name>.lp:line:col: …` for every predicate neither in the vocabulary nor derived here."""
+    found = signatures(text)
+    return [
+        f"{name}.lp:{use.line}:{use.column}: error: unknown predicate {use.signature[0]}/{use.signature[1]}: "
+        "not in the admission vocabulary (rules/README.md) and not derived by this policy"
+        for use in found.uses
+        if use.signature not in found.defined and use.signature not in _KNOWN
+    ]
 
 
 def validate_policy(name: str, text: str) -> None:
     """Raise `PolicyError` unless `text` parses, grounds and reads only known predicates."""
+    for directive in _FORBIDDEN.finditer(text):
+        line = text.count("\n", 0, directive.start()) + 1
+        raise PolicyError(
+            f"policy {name} is not valid:\n{name}.lp:{line}: error: {directive[0]} is not allowed in a "
+            "policy (it would read server files or run code)"
+        )
     try:
         session = Session(program_from_text(f"lp/{name}", text, label=f"{name}.lp"), SOLVE_OPTIONS)
         session.ground()

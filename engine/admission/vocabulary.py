@@ -1,7 +1,8 @@
 """The admission vocabulary: one request and the cluster's auth/quota documents as typed clingo facts.
 
 Every predicate built here is documented in rules/admission.lp's contract and in rules/README.md
-("admission"); `VOCABULARY` lists them so operator policies can be checked against it.
+("admission"); `VOCABULARY` lists them so operator policies can be checked against it. `Facts`
+builds only the predicates the loaded programs read.
 """
 
 from __future__ import annotations
@@ -10,11 +11,12 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from clingo import Function, Number, String, Symbol
+from clingo import Function, Symbol
 
 from ccattler.engine.admission.capabilities import BadCapability, parse_capability
 from ccattler.engine.admission.model import ObjectRef, Principal
 from ccattler.engine.facts import CcaError, display_name
+from ccattler.engine.solve import Const, to_symbol
 
 MIB = 1024 * 1024
 _INT_MAX = 2**31 - 1
@@ -55,28 +57,60 @@ class Request:
         return f"{self.verb} {self.kind} {self.name}".rstrip()
 
 
-def _fn(name: str, *args: Symbol) -> Symbol:
-    return Function(name, list(args))
+class Facts:
+    """Typed facts grouped by predicate; predicates outside `wanted` (None: all) are never built,
+    so a request pays only for what the loaded programs read."""
+
+    def __init__(self, wanted: frozenset[tuple[str, int]] | None = None) -> None:
+        self.wanted = wanted
+        self.by_signature: dict[tuple[str, int], list[Symbol]] = {}
+        # Names and keys repeat across facts; building a clingo symbol costs a foreign call.
+        self._symbols: dict[object, Symbol] = {}
+
+    def wants(self, name: str, arity: int) -> bool:
+        return self.wanted is None or (name, arity) in self.wanted
+
+    def _symbol(self, value: object) -> Symbol:
+        key = (type(value), value)
+        symbol = self._symbols.get(key)
+        if symbol is None:
+            symbol = self._symbols[key] = to_symbol(value)
+        return symbol
+
+    def add(self, name: str, *values: object) -> None:
+        """`name(values…)`: str → string, int → number (32-bit checked), `Const` → constant."""
+        if self.wants(name, len(values)):
+            fact = Function(name, [self._symbol(v) for v in values])
+            self.by_signature.setdefault((name, len(values)), []).append(fact)
+
+    def select(self, signatures: Iterable[tuple[str, int]]) -> list[Symbol]:
+        """The facts of `signatures`, in a fixed order."""
+        return [s for sig in sorted(set(signatures)) for s in self.by_signature.get(sig, ())]
+
+    def text(self) -> str:
+        """A debug dump for humans (failing tests, explain): one `fact.` per line."""
+        return "".join(f"{s}.\n" for sig in sorted(self.by_signature) for s in self.by_signature[sig])
 
 
-def _int(value: int, what: str) -> Symbol:
-    if not -_INT_MAX <= value <= _INT_MAX:
-        raise CcaError(f"{what} = {value} does not fit the 32-bit integers of the logic programs")
-    return Number(value)
+def _int(value: object, what: str) -> int:
+    number = int(value or 0)  # type: ignore[call-overload]
+    if not -_INT_MAX <= number <= _INT_MAX:
+        raise CcaError(f"{what} = {number} does not fit the 32-bit integers of the logic programs")
+    return number
 
 
 def _mib(value: int | None) -> int:
     return -(-(value or 0) // MIB)
 
 
-def subject_facts(principal: Principal) -> Iterator[Symbol]:
-    yield _fn("subject", String(principal.name))
-    yield _fn("subject_kind", Function(principal.kind))
-    yield _fn("subject_attr", String("name"), String(principal.name))
+def add_subject(facts: Facts, principal: Principal) -> None:
+    facts.add("subject", principal.name)
+    facts.add("subject_kind", Const(principal.kind))
+    facts.add("subject_attr", "name", principal.name)
     if principal.team:
-        yield _fn("subject_attr", String("team"), String(principal.team))
+        facts.add("subject_attr", "team", principal.team)
     for group in principal.groups:
-        yield _fn("subject_attr", String("group"), String(group))
+        facts.add("subject_attr", "group", group)
 
 
 def object_attributes(ref: ObjectRef, doc: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
@@ -107,53 +141,50 @@ def split_image(image: str) -> tuple[str | None, str | None]:
     return tag, digest or None
 
 
-def service_facts(name: str, doc: Mapping[str, Any]) -> Iterator[Symbol]:
-    n = String(name)
-    yield _fn("service", n)
+def add_service(facts: Facts, name: str, doc: Mapping[str, Any]) -> None:
+    facts.add("service", name)
     image = str(doc.get("image") or "")
-    yield _fn("service_image", n, String(image))
+    facts.add("service_image", name, image)
     tag, digest = split_image(image)
     if tag is not None:
-        yield _fn("image_tag", n, String(tag))
+        facts.add("image_tag", name, tag)
     if digest is not None:
-        yield _fn("image_digest", n, String(digest))
-    yield _fn("service_instances", n, _int(int(doc.get("instances") or 0), f"{name} instances"))
+        facts.add("image_digest", name, digest)
+    facts.add("service_instances", name, _int(doc.get("instances"), f"{name} instances"))
     resources = doc.get("resources") or {}
-    yield _fn("service_cpu", n, _int(int(resources.get("cpu") or 0), f"{name} cpu"))
-    yield _fn("service_memory", n, _int(_mib(resources.get("memory")), f"{name} memory (MiB)"))
+    facts.add("service_cpu", name, _int(resources.get("cpu"), f"{name} cpu"))
+    facts.add("service_memory", name, _int(_mib(resources.get("memory")), f"{name} memory (MiB)"))
     for expose in doc.get("expose") or ():
-        port = Number(int(expose["port"]))
-        yield _fn("service_port", n, port, String(str(expose.get("protocol") or "tcp")))
+        port = _int(expose["port"], f"{name} port")
+        facts.add("service_port", name, port, str(expose.get("protocol") or "tcp"))
         if expose.get("external"):
-            yield _fn("service_external", n, port)
+            facts.add("service_external", name, port)
     if doc.get("stateful"):
-        yield _fn("service_stateful", n)
+        facts.add("service_stateful", name)
     for secret in doc.get("secrets") or ():
-        yield _fn("service_secret", n, String(secret["name"]))
+        facts.add("service_secret", name, secret["name"])
     for volume in doc.get("volumes") or ():
-        yield _fn("service_volume", n, String(volume["name"]))
+        facts.add("service_volume", name, volume["name"])
     for key, value in sorted((doc.get("env") or {}).items()):
-        yield _fn("service_env", n, String(key), String(str(value)))
+        facts.add("service_env", name, key, str(value))
 
 
-def request_facts(requests: Iterable[Request]) -> Iterator[Symbol]:
+def add_requests(facts: Facts, requests: Iterable[Request]) -> None:
     """request/3, object_attr/5 and resource_attr/3 for each request, service facts for services."""
+    attrs = facts.wants("object_attr", 5) or facts.wants("resource_attr", 3)
     for req in requests:
-        name, kind = String(req.name), Function(req.kind)
-        yield _fn("request", Function(req.verb), kind, name)
+        facts.add("request", Const(req.verb), Const(req.kind), req.name)
         if req.ref is None:
             continue
-        for state, doc in (("old", req.old), ("new", req.new)):
-            if doc is None:
-                continue
-            for key, value in object_attributes(req.ref, doc):
-                yield _fn("object_attr", Function(state), kind, name, String(key), String(value))
-        current = req.new if req.new is not None else req.old
-        if current is not None:
-            for key, value in object_attributes(req.ref, current):
-                yield _fn("resource_attr", name, String(key), String(value))
+        if attrs:
+            for state, doc in (("old", req.old), ("new", req.new)):
+                for key, value in object_attributes(req.ref, doc) if doc is not None else ():
+                    facts.add("object_attr", Const(state), Const(req.kind), req.name, key, value)
+            current = req.new if req.new is not None else req.old
+            for key, value in object_attributes(req.ref, current) if current is not None else ():
+                facts.add("resource_attr", req.name, key, value)
         if req.ref.kind == "service" and req.new is not None:
-            yield from service_facts(req.name, req.new)
+            add_service(facts, req.name, req.new)
 
 
 def _split_attr(attr: str) -> tuple[str, str] | None:
@@ -163,91 +194,82 @@ def _split_attr(attr: str) -> tuple[str, str] | None:
     return side, "group" if (side, key) == ("subject", "groups") else key
 
 
-def auth_facts(docs: Mapping[str, Mapping[str, Any]]) -> Iterator[Symbol]:
+def add_auth(facts: Facts, docs: Mapping[str, Mapping[str, Any]]) -> None:
     """Roles, scopes, grants, auth groups and ABAC policies from `desired/` documents."""
     for key, doc in docs.items():
         kind = key.split("/", 2)[1]
         if kind == "role":
-            role = String(doc["name"])
             for cap in doc.get("allow") or ():
                 try:
                     cap_kind, verb = parse_capability(cap)
                 except BadCapability:
                     continue  # grants nothing; the compiler rejects these before they are stored
-                yield _fn("role_allow", role, Function(cap_kind), Function(verb))
+                facts.add("role_allow", doc["name"], Const(cap_kind), Const(verb))
             for scope in doc.get("scopes") or ():
-                yield _fn("role_scope", role, String(scope))
+                facts.add("role_scope", doc["name"], scope)
         elif kind == "grant":
-            yield _fn("grant", String(doc["role"]), Function(doc["to"]), String(doc["subject"]))
+            facts.add("grant", doc["role"], Const(doc["to"]), doc["subject"])
         elif kind == "group" and doc.get("type") == "auth":
             names = {f"{doc['tenant']}/{doc['name']}", display_name(doc["tenant"], doc["name"])}
             for group in sorted(names):
                 for member in doc.get("members") or ():
-                    yield _fn("group_member", String(group), String(member))
+                    facts.add("group_member", group, member)
         elif kind == "policy":
-            yield from _policy_facts(doc)
+            _add_policy(facts, doc)
 
 
-def _policy_facts(doc: Mapping[str, Any]) -> Iterator[Symbol]:
-    policy = String(doc["name"])
+def _add_policy(facts: Facts, doc: Mapping[str, Any]) -> None:
+    policy = doc["name"]
     for cap in doc.get("allow") or ():
         try:
             cap_kind, verb = parse_capability(cap)
         except BadCapability:
             continue
-        yield _fn("policy_allow", policy, Function(cap_kind), Function(verb))
+        facts.add("policy_allow", policy, Const(cap_kind), Const(verb))
     for index, cond in enumerate(doc.get("when") or ()):
         attr, op = _split_attr(cond["attr"]), _OPS.get(cond["op"])
         if attr is None or op is None:
             # An unreadable condition can never hold: the policy then denies what it names.
-            yield _fn("policy_cond", policy, Number(index), Function("subject"), String("?"), Function("eq"))
+            facts.add("policy_cond", policy, index, Const("subject"), "?", Const("eq"))
             continue
-        i = Number(index)
-        yield _fn("policy_cond", policy, i, Function(attr[0]), String(attr[1]), Function(op))
+        facts.add("policy_cond", policy, index, Const(attr[0]), attr[1], Const(op))
         operand = cond["operand"]
         operand_attr = _split_attr(operand) if isinstance(operand, str) else None
         if operand_attr is not None:
-            yield _fn("policy_operand_attr", policy, i, Function(operand_attr[0]), String(operand_attr[1]))
+            facts.add("policy_operand_attr", policy, index, Const(operand_attr[0]), operand_attr[1])
             continue
         for value in operand if isinstance(operand, list) else [operand]:
-            yield _fn("policy_operand_value", policy, i, String(str(value)))
+            facts.add("policy_operand_value", policy, index, str(value))
 
 
-def quota_facts(
-    tenants: Iterable[str], before: Mapping[str, Mapping[str, Any]], after: Mapping[str, Mapping[str, Any]]
-) -> Iterator[Symbol]:
+def add_quota(
+    facts: Facts, tenants: Iterable[str],
+    before: Mapping[str, Mapping[str, Any]], after: Mapping[str, Mapping[str, Any]],
+) -> None:
     """Quotas of `tenants` (as declared after the request) with their services and volumes."""
     for tenant in sorted(set(tenants)):
         quota_doc = after.get(f"desired/tenant/{tenant}") or {}
         limits = {k: v for k, v in (quota_doc.get("quota") or {}).items() if v is not None}
-        if not limits:
-            continue
-        t = String(tenant)
         for resource, limit in sorted(limits.items()):
-            amount = int(limit) // MIB if resource in _QUOTA_MIB else int(limit)
-            limit_sym = _int(amount, f"tenant {tenant} quota {resource}")
-            yield _fn("tenant_quota", t, Function(resource), limit_sym)
-        for state, docs in (("old", before), ("new", after)):
-            yield from _usage_facts(Function(state), tenant, docs)
+            limit = int(limit) // MIB if resource in _QUOTA_MIB else limit
+            amount = _int(limit, f"tenant {tenant} quota {resource}")
+            facts.add("tenant_quota", tenant, Const(resource), amount)
+        if limits:
+            _add_usage(facts, Const("old"), tenant, before)
+            _add_usage(facts, Const("new"), tenant, after)
 
 
-def _usage_facts(state: Symbol, tenant: str, docs: Mapping[str, Mapping[str, Any]]) -> Iterator[Symbol]:
-    t = String(tenant)
+def _add_usage(facts: Facts, state: Const, tenant: str, docs: Mapping[str, Mapping[str, Any]]) -> None:
+    services, volumes = f"desired/service/{tenant}/", f"desired/volume/{tenant}/"
     for key, doc in docs.items():
-        if key.startswith(f"desired/service/{tenant}/"):
+        if key.startswith(services):
             resources = doc.get("resources") or {}
-            yield _fn(
-                "tenant_service", state, t, String(doc["name"]),
-                _int(int(doc.get("instances") or 0), f"{key} instances"),
-                _int(int(resources.get("cpu") or 0), f"{key} cpu"),
+            facts.add(
+                "tenant_service", state, tenant, doc["name"],
+                _int(doc.get("instances"), f"{key} instances"),
+                _int(resources.get("cpu"), f"{key} cpu"),
                 _int(_mib(resources.get("memory")), f"{key} memory (MiB)"),
             )
-        elif key.startswith(f"desired/volume/{tenant}/"):
+        elif key.startswith(volumes):
             size = _int(_mib(doc.get("size")), f"{key} size (MiB)")
-            yield _fn("tenant_volume", state, t, String(doc["name"]), size)
-
-
-def facts_text(symbols: Iterable[Symbol]) -> str:
-    """A debug dump for humans (`cca explain`, failing tests): one `fact.` per line."""
-    return "".join(f"{sym}.\n" for sym in symbols)
-
+            facts.add("tenant_volume", state, tenant, doc["name"], size)

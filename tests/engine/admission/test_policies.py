@@ -78,6 +78,12 @@ def test_invalid_policy_is_rejected_with_its_location(store, text, expected):
     assert store.revision() == before and list_policies(store) == []
 
 
+@pytest.mark.parametrize("text", ['#include "/etc/passwd".\n', '#script (python)\nimport os\n#end.\n'])
+def test_includes_and_scripts_are_refused(store, text):
+    with pytest.raises(PolicyError, match=r"p.lp:1: error: #(include|script) is not allowed"):
+        apply_policy(store, ADMIN, "p", text)
+
+
 def test_helper_predicates_derived_by_the_policy_are_fine(store):
     text = 'big(S) :- service_instances(S, N), N > 5.\ndeny(too_big, (S,)) :- big(S).\n'
     apply_policy(store, ADMIN, "size", text)
