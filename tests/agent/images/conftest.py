@@ -7,6 +7,7 @@ import shutil
 import socket
 import subprocess
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -42,14 +43,20 @@ class Registry:
 
 
 @pytest.fixture
-def registry(tmp_path: Path) -> Iterator[Registry]:
+def registry_config() -> str:
+    """Extra registry configuration (YAML); tests override this fixture, e.g. to add auth."""
+    return ""
+
+
+@pytest.fixture
+def registry(tmp_path: Path, registry_config: str) -> Iterator[Registry]:
     for tool in ("docker-registry", "skopeo"):
         if shutil.which(tool) is None:
             pytest.fail(f"{tool} is not installed (deploy/install.sh installs it)", pytrace=False)
     port = _free_port()
     config = tmp_path / "registry.yml"
     config.write_text(f"version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n    rootdirectory: "
-                      f"{tmp_path / 'registry'}\nhttp:\n  addr: 127.0.0.1:{port}\n")
+                      f"{tmp_path / 'registry'}\nhttp:\n  addr: 127.0.0.1:{port}\n{registry_config}")
     with open(tmp_path / "registry.log", "wb") as log:
         process = subprocess.Popen(["docker-registry", "serve", str(config)], stdout=log, stderr=log,
                                    stdin=subprocess.DEVNULL)
@@ -60,6 +67,8 @@ def registry(tmp_path: Path) -> Iterator[Registry]:
             try:
                 opener.open(f"http://127.0.0.1:{port}/v2/", timeout=1).close()
                 break
+            except urllib.error.HTTPError:
+                break  # up, and asking for credentials
             except OSError:
                 if time.monotonic() > deadline or process.poll() is not None:
                     pytest.fail(f"docker-registry did not start: {(tmp_path / 'registry.log').read_text()}")
