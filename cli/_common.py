@@ -90,9 +90,18 @@ def table(rows: Iterable[dict[str, Any]], columns: Sequence[tuple[str, Callable[
     grid = Table(box=None, pad_edge=False, show_edge=False, header_style="bold")
     for name, _ in columns:
         grid.add_column(name.upper(), no_wrap=True)
+    count = 0
     for row in rows:
+        count += 1
         grid.add_row(*("-" if (v := get(row)) is None or v == "" else str(v) for _, get in columns))
-    Console(soft_wrap=True).print(grid)
+    if not count:
+        print("no resources found", file=sys.stderr)
+        return
+    # Pipes and files get full-width lines (no truncation), and no trailing padding.
+    console = Console(width=None if sys.stdout.isatty() else 4096, soft_wrap=True)
+    with console.capture() as captured:
+        console.print(grid)
+    print("\n".join(line.rstrip() for line in captured.get().splitlines()))
 
 
 def parse_tags(tags: list[str] | None) -> dict[str, str]:

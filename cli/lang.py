@@ -108,7 +108,13 @@ def render(
     from_env: EnvOpt = [],  # noqa: B006
 ) -> None:
     """Print a .cca template rendered with its values."""
-    (source,) = load([file], values, sets, from_env)
+    from ccattler.dsl import DslError
+
+    try:
+        (source,) = load([file], values, sets, from_env)
+    except DslError as exc:
+        print(str(exc), file=sys.stderr)
+        raise typer.Exit(1) from None
     sys.stdout.write(source.text)
 
 

@@ -72,7 +72,7 @@ COLUMNS: dict[str, tuple[list[Column], list[Column]]] = {
 }
 GENERIC: tuple[list[Column], list[Column]] = (
     [("name", _name), ("source", lambda r: (r["value"] or {}).get("source")),
-     ("revision", lambda r: r.get("age_revision"))],
+     ("revision", lambda r: r.get("created_revision"))],
     [("document", lambda r: json.dumps(r["value"], sort_keys=True)[:80])],
 )
 
@@ -109,13 +109,13 @@ def describe(kind: str, row: dict[str, Any]) -> None:
     """The detail view: name, key, the joined fields, then the document as YAML."""
     import yaml
 
-    typer.echo(f"Name:      {_name(row)}")
-    typer.echo(f"Kind:      {kind.removesuffix('s')}")
-    typer.echo(f"Key:       {row['key']}")
+    typer.echo(f"{'Name:':<18}{_name(row)}")
+    typer.echo(f"{'Kind:':<18}{kind.removesuffix('s')}")
+    typer.echo(f"{'Key:':<18}{row['key']}")
     for field, value in row.items():
         if field not in ("key", "name", "tenant", "value") and not isinstance(value, dict):
             label = field.replace("_", " ").capitalize() + ":"
-            typer.echo(f"{label:<11}{value if value is not None else '-'}")
+            typer.echo(f"{label:<18}{value if value is not None else '-'}")
     if row.get("value"):
         typer.echo("Document:")
         for line in yaml.safe_dump(row["value"], sort_keys=True).splitlines():

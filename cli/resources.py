@@ -28,13 +28,13 @@ SetEnvOpt = Annotated[list[str] | None, typer.Option("--set-from-env", help="KEY
 
 
 def _sources(paths: list[Path], values: list[Path] | None, sets: list[str] | None,
-             env_sets: list[str] | None) -> list[tuple[str, str]]:
+             env_sets: list[str] | None) -> list:
     """Read and render the files here (templates and values are client-side); the server compiles."""
     from ccattler.dsl import load_sources
 
     loaded = load_sources(paths, values or (), sets=_pairs(sets, "--set"),
                           set_from_env=_pairs(env_sets, "--set-from-env"))
-    return [(source.name, source.text) for source in loaded]
+    return loaded
 
 
 def _pairs(items: list[str] | None, option: str) -> dict[str, str]:
@@ -90,10 +90,12 @@ def delete(kind: Annotated[str | None, typer.Argument(help="Kind (service, secre
         raise typer.BadParameter("give KIND NAME or -f FILE, not both")
     if not file and not (kind and name):
         raise typer.BadParameter("give KIND NAME or -f FILE")
-    sources = [api_pb2.Source(path=n, text=t) for n, t in _sources(file, None, None, None)] if file else []
-    request = api_pb2.DeleteRequest(kind=kind or "", name=name or "", tenant=tenant, sources=sources)
     with client(context, server, token) as api:
-        result = api.json("Delete", request)
+        if file:
+            result = api.delete_files(_sources(file, None, None, None), tenant=tenant)
+        else:
+            request = api_pb2.DeleteRequest(kind=kind or "", name=name or "", tenant=tenant)
+            result = api.json("Delete", request)
     for ref in result.get("removed", []):
         typer.echo(f"{ref['display']} deleted")
     if not result.get("removed"):

@@ -6,17 +6,21 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import grpc
 
 from ccattler.engine.api.errors import RETRIABLE_CODES
 from ccattler.engine.api.gen.ccattler.v1 import api_pb2, api_pb2_grpc
+from ccattler.engine.api.sources import to_wire
 from ccattler.engine.clientconfig import Context, token_address
 from ccattler.engine.facts import CcaError
 from ccattler.engine.pki import PkiError, load_cert
+
+if TYPE_CHECKING:
+    from ccattler.dsl import Source
 
 DEFAULT_TIMEOUT = 60.0
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
@@ -125,15 +129,19 @@ class Client:
 
     # Convenience wrappers for the common calls.
 
-    def apply(self, sources: list[tuple[str, str]], tenant: str = "", dry_run: bool = False) -> Any:
-        request = api_pb2.ApplyRequest(sources=[api_pb2.Source(path=p, text=t) for p, t in sources],
-                                       tenant=tenant, dry_run=dry_run)
-        return self.json("Apply", request)
+    def apply(self, sources: Sequence[Source], tenant: str = "", dry_run: bool = False) -> Any:
+        """Apply loaded sources (`dsl.load_sources`); files they read with `from` are sent along."""
+        messages, files = to_wire(sources, tenant or "default")
+        return self.json("Apply", api_pb2.ApplyRequest(sources=messages, files=files, tenant=tenant,
+                                                       dry_run=dry_run))
 
-    def diff(self, sources: list[tuple[str, str]], tenant: str = "") -> Any:
-        request = api_pb2.ApplyRequest(sources=[api_pb2.Source(path=p, text=t) for p, t in sources],
-                                       tenant=tenant)
-        return self.json("Diff", request)
+    def diff(self, sources: Sequence[Source], tenant: str = "") -> Any:
+        messages, files = to_wire(sources, tenant or "default")
+        return self.json("Diff", api_pb2.ApplyRequest(sources=messages, files=files, tenant=tenant))
+
+    def delete_files(self, sources: Sequence[Source], tenant: str = "") -> Any:
+        messages, files = to_wire(sources, tenant or "default")
+        return self.json("Delete", api_pb2.DeleteRequest(sources=messages, files=files, tenant=tenant))
 
     def get(self, kind: str, name: str = "", tenant: str = "", all_tenants: bool = False,
             tags: dict[str, str] | None = None) -> Any:

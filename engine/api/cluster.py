@@ -16,6 +16,7 @@ from ccattler.engine.api import audit, views
 from ccattler.engine.api.calls import Call
 from ccattler.engine.api.errors import BadRequest, Forbidden, NotFound
 from ccattler.engine.api.gen.ccattler.v1 import api_pb2
+from ccattler.engine.api.sources import wire_sources
 from ccattler.engine.auth import (
     DEFAULT_JOIN_TTL,
     DEFAULT_USER_TTL,
@@ -54,14 +55,6 @@ def _plain(value: Any) -> Any:
     if isinstance(value, dict):
         return {k: _plain(v) for k, v in value.items()}
     return value
-
-
-def _sources(request: api_pb2.ApplyRequest) -> list[Any]:
-    from ccattler.dsl.sources import Source
-
-    if not request.sources:
-        raise BadRequest("no source files given")
-    return [Source(name=s.path, text=s.text) for s in request.sources]
 
 
 def _tenant(request: Any) -> str:
@@ -111,18 +104,23 @@ class ClusterService:
     # --- apply path ------------------------------------------------------------------------------
 
     def Apply(self, request: api_pb2.ApplyRequest, call: Call) -> api_pb2.Json:
-        result = admission.apply_sources(self.store, call.principal, _sources(request),
-                                         tenant=_tenant(request), dry_run=request.dry_run)
+        sources, reader = wire_sources(request)
+        result = admission.apply_sources(self.store, call.principal, sources, tenant=_tenant(request),
+                                         dry_run=request.dry_run, reader=reader)
         return _json(result)
 
     def Diff(self, request: api_pb2.ApplyRequest, call: Call) -> api_pb2.Json:
-        diff = admission.diff_sources(self.store, call.principal, _sources(request), tenant=_tenant(request))
+        sources, reader = wire_sources(request)
+        diff = admission.diff_sources(self.store, call.principal, sources, tenant=_tenant(request),
+                                      reader=reader)
         return _json(diff)
 
     def Delete(self, request: api_pb2.DeleteRequest, call: Call) -> api_pb2.Json:
         tenant = _tenant(request)
         if request.sources:
-            result = admission.delete_sources(self.store, call.principal, _sources(request), tenant=tenant)
+            sources, reader = wire_sources(request)
+            result = admission.delete_sources(self.store, call.principal, sources, tenant=tenant,
+                                              reader=reader)
         else:
             if not request.kind or not request.name:
                 raise BadRequest("delete needs KIND NAME or files")

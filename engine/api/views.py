@@ -62,9 +62,9 @@ def services(store: Store, tenant: str | None, tags: Mapping[str, str]) -> list[
         if not _tags_match(fact.value, tags):
             continue
         full = fact.key.removeprefix("desired/service/")
-        rows.append(_row(fact.key, fact.value, age_revision=fact.create_revision, modified=fact.mod_revision,
-                         desired=fact.value.get("instances"), scheduled=scheduled.get(full, 0),
-                         ready=ready.get(full, 0)))
+        rows.append(_row(fact.key, fact.value, created_revision=fact.create_revision,
+                         modified=fact.mod_revision, desired=fact.value.get("instances"),
+                         scheduled=scheduled.get(full, 0), ready=ready.get(full, 0)))
     return rows
 
 
@@ -83,7 +83,7 @@ def instances(store: Store, tenant: str | None) -> list[dict[str, Any]]:
                      "service": fact.value.get("service"), "node": placement.get("node"),
                      "state": seen.get("state", "pending"), "ip": seen.get("ip"),
                      "restarts": seen.get("restarts", 0), "ready": seen.get("ready", False),
-                     "age_revision": fact.create_revision})
+                     "created_revision": fact.create_revision})
     return rows
 
 
@@ -103,7 +103,7 @@ def nodes(store: Store) -> list[dict[str, Any]]:
         cond = (condition.get(name) or {}).get("condition") or ("ready" if fact else "unknown")
         rows.append({"key": f"observed/node/{name}", "name": name, "tenant": None, "value": value,
                      "declared": declared.get(name), "condition": cond, "instances": placed.get(name, 0),
-                     "age_revision": fact.create_revision if fact else None})
+                     "created_revision": fact.create_revision if fact else None})
     return rows
 
 
@@ -156,7 +156,8 @@ def events(store: Store, limit: int = EVENT_HISTORY) -> list[dict[str, Any]]:
 def documents(store: Store, kind: str, tenant: str | None, tags: Mapping[str, str]) -> list[dict[str, Any]]:
     prefix = _tenant_prefix(f"desired/{kind}/", tenant if kind in NAMESPACED_KINDS else None)
     facts, _ = store.range(prefix)
-    return [_row(f.key, f.value, age_revision=f.create_revision) for f in facts if _tags_match(f.value, tags)]
+    return [_row(f.key, f.value, created_revision=f.create_revision)
+            for f in facts if _tags_match(f.value, tags)]
 
 
 def status(store: Store) -> dict[str, Any]:
@@ -167,6 +168,7 @@ def status(store: Store) -> dict[str, Any]:
         return len(store.range(prefix, revision)[0])
 
     leader = store.get("leader/runner")
+    placed = sum(1 for f in store.range("derived/placement/", revision)[0] if f.value.get("node"))
     conditions = [f.value.get("condition") for f in store.range("derived/node/", revision)[0]]
     observed = [f.value.get("state") for f in store.range("observed/instance/", revision)[0]]
     return {
@@ -174,7 +176,7 @@ def status(store: Store) -> dict[str, Any]:
         "store": store.url.split("://")[0],
         "leader": leader.value if leader else None,
         "services": count("desired/service/"),
-        "instances": {"desired": count("derived/instance/"), "placed": count("derived/placement/"),
+        "instances": {"desired": count("derived/instance/"), "placed": placed,
                       "running": observed.count("running"), "failed": observed.count("failed")},
         "nodes": {"registered": count("observed/node/"), "down": conditions.count("down"),
                   "draining": conditions.count("draining")},

@@ -24,27 +24,41 @@ class Source(_message.Message):
     text: str
     def __init__(self, path: _Optional[str] = ..., text: _Optional[str] = ...) -> None: ...
 
+class File(_message.Message):
+    __slots__ = ("source", "path", "text")
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    source: str
+    path: str
+    text: str
+    def __init__(self, source: _Optional[str] = ..., path: _Optional[str] = ..., text: _Optional[str] = ...) -> None: ...
+
 class ApplyRequest(_message.Message):
-    __slots__ = ("sources", "tenant", "dry_run")
+    __slots__ = ("sources", "tenant", "dry_run", "files")
     SOURCES_FIELD_NUMBER: _ClassVar[int]
     TENANT_FIELD_NUMBER: _ClassVar[int]
     DRY_RUN_FIELD_NUMBER: _ClassVar[int]
+    FILES_FIELD_NUMBER: _ClassVar[int]
     sources: _containers.RepeatedCompositeFieldContainer[Source]
     tenant: str
     dry_run: bool
-    def __init__(self, sources: _Optional[_Iterable[_Union[Source, _Mapping]]] = ..., tenant: _Optional[str] = ..., dry_run: _Optional[bool] = ...) -> None: ...
+    files: _containers.RepeatedCompositeFieldContainer[File]
+    def __init__(self, sources: _Optional[_Iterable[_Union[Source, _Mapping]]] = ..., tenant: _Optional[str] = ..., dry_run: _Optional[bool] = ..., files: _Optional[_Iterable[_Union[File, _Mapping]]] = ...) -> None: ...
 
 class DeleteRequest(_message.Message):
-    __slots__ = ("kind", "name", "tenant", "sources")
+    __slots__ = ("kind", "name", "tenant", "sources", "files")
     KIND_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     TENANT_FIELD_NUMBER: _ClassVar[int]
     SOURCES_FIELD_NUMBER: _ClassVar[int]
+    FILES_FIELD_NUMBER: _ClassVar[int]
     kind: str
     name: str
     tenant: str
     sources: _containers.RepeatedCompositeFieldContainer[Source]
-    def __init__(self, kind: _Optional[str] = ..., name: _Optional[str] = ..., tenant: _Optional[str] = ..., sources: _Optional[_Iterable[_Union[Source, _Mapping]]] = ...) -> None: ...
+    files: _containers.RepeatedCompositeFieldContainer[File]
+    def __init__(self, kind: _Optional[str] = ..., name: _Optional[str] = ..., tenant: _Optional[str] = ..., sources: _Optional[_Iterable[_Union[Source, _Mapping]]] = ..., files: _Optional[_Iterable[_Union[File, _Mapping]]] = ...) -> None: ...
 
 class GetRequest(_message.Message):
     __slots__ = ("kind", "name", "tenant", "all_tenants", "tags")
