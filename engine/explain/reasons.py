@@ -24,6 +24,11 @@ def _mem(mib: object) -> str:
     return f"{mib}Mi"
 
 
+def _service(name: object) -> str:
+    text = str(name)
+    return text[len("default/"):] if text.startswith("default/") else text
+
+
 def _pair(args: Sequence[object], i: int) -> object:
     return args[i] if len(args) > i else "?"
 
@@ -40,7 +45,10 @@ _FORMATTERS: dict[str, Callable[[Sequence[object]], str]] = {
     "insufficient_memory": lambda a: (
         f"insufficient memory (need {_mem(_pair(a, 0))}, free {_mem(_pair(a, 1))})"
     ),
-    "not_chosen": lambda a: "had room but was not chosen (solver budget or spread)",
+    "prefers_label": lambda a: f"has room, but the service prefers label {_pair(a, 0)}={_pair(a, 1)}",
+    "separate_from": lambda a: f"has room, but runs {_service(_pair(a, 0))} (separate)",
+    "colocate_with": lambda a: f"has room, but does not run {_service(_pair(a, 0))} (colocate)",
+    "not_chosen": lambda a: "has room; other nodes scored better (spread, balance or solver budget)",
     "no_nodes": lambda a: "the cluster has no nodes",
 }
 

@@ -1,0 +1,177 @@
+"""Why a unit is placed where it is: score terms on its nodes, filtered nodes by reason, and for
+what fits nowhere the minimal set of facts that blocks it (an unsat core shrunk by deletion).
+
+`explain(snapshot, "web")` works on any snapshot (offline `cca plan --explain`, or a live one);
+the knob is `PlanOptions` (solver budget, operator extension directories).
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from dataclasses import dataclass
+from typing import Any
+
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+
+from ccattler.engine.controllers.base import Snapshot
+from ccattler.engine.explain.core import blocking_facts
+from ccattler.engine.explain.reasons import describe, render, summarize
+from ccattler.engine.facts import CcaError, display_name, parse_service
+from ccattler.engine.solve.decode import decode
+from ccattler.engine.solve.placement.facts import node_classes, node_facts, work_facts
+from ccattler.engine.solve.placement.model import Cluster
+from ccattler.engine.solve.placement.run import PROGRAM, Cost, PlanOptions, explain_units
+from ccattler.engine.solve.program import load_program
+from ccattler.engine.solve.solver import Session
+from ccattler.engine.solve.symbols import atom
+
+
+class UnknownTarget(CcaError):
+    """`--explain` names no service or instance of the plan."""
+
+
+@dataclass(frozen=True, slots=True)
+class NodeScore:
+    """A chosen node: how many replicas went there and the objective terms they cost."""
+
+    node: str
+    replicas: int
+    terms: tuple[tuple[str, int], ...]
+
+    @property
+    def total(self) -> int:
+        return sum(amount for _, amount in self.terms)
+
+
+@dataclass(frozen=True, slots=True)
+class Explanation:
+    """The answer to "why here, why not there" for one service (or the service of an instance)."""
+
+    service: str
+    unit: str
+    chosen: tuple[NodeScore, ...]
+    filtered: tuple[dict[str, Any], ...]  # summarized reasons of the other nodes
+    unplaced: int
+    blockers: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "service": self.service,
+            "chosen": [{"node": c.node, "replicas": c.replicas, "score": c.total,
+                        "terms": [{"criterion": k, "cost": v} for k, v in c.terms]} for c in self.chosen],
+            "filtered": [{"reason": describe(r["code"], r["args"]), "code": r["code"], "args": r["args"],
+                          "nodes": r["nodes"]} for r in self.filtered],
+            "unplaced": self.unplaced,
+            "blocked_by": list(self.blockers),
+        }
+
+    def __rich__(self) -> Group:
+        parts: list[Any] = [Text(f"service {self.service}", style="bold")]
+        if self.chosen:
+            table = Table(box=None, header_style="bold", pad_edge=False)
+            for column in ("NODE", "REPLICAS", "SCORE", "TERMS (lower is better)"):
+                table.add_column(column)
+            for c in self.chosen:
+                terms = ", ".join(f"{k} {v:+d}" for k, v in c.terms) or "-"
+                table.add_row(c.node, str(c.replicas), str(c.total), terms)
+            parts += [table]
+        if self.filtered:
+            parts += [Text("other nodes:", style="bold")]
+            parts += [Text(f"  * {render(r)}") for r in self.filtered]
+        if self.unplaced:
+            parts += [Text(f"{self.unplaced} replica(s) unplaced, blocked by:", style="bold red")]
+            blockers = self.blockers or ("(no single fact: the cluster is too small)",)
+            parts += [Text(f"  * {b}") for b in blockers]
+        return Group(*parts)
+
+    def lines(self) -> list[str]:
+        out = [f"service {self.service}"]
+        for c in self.chosen:
+            terms = ", ".join(f"{k} {v:+d}" for k, v in c.terms) or "no cost"
+            out.append(f"  {c.node}: {c.replicas} replica(s), score {c.total} ({terms})")
+        if self.filtered:
+            out.append("  other nodes:")
+            out.extend(f"    {render(r)}" for r in self.filtered)
+        if self.unplaced:
+            out.append(f"  {self.unplaced} replica(s) unplaced, blocked by:")
+            out.extend(f"    {b}" for b in self.blockers or ("(no single fact: the cluster is too small)",))
+        return out
+
+
+def _criterion(term: object) -> str:
+    return str(term).replace('"', "")
+
+
+def resolve(cluster: Cluster, target: str) -> str:
+    """The service `target` names: a service (`web`, `t/web`) or one of its instances."""
+    ref = parse_service(target) if target.count("/") <= 1 else None
+    if ref is not None and ref.full in cluster.services:
+        return ref.full
+    for inst in cluster.instances:
+        if display_name(inst.tenant, inst.name) == target or f"{inst.tenant}/{inst.name}" == target:
+            return inst.service
+    known = ", ".join(sorted(display_name(*s.split("/", 1)) for s in cluster.services)) or "none"
+    raise UnknownTarget(f"no service or instance {target!r} (services: {known})")
+
+
+def explain(snapshot: Snapshot, target: str, options: PlanOptions | None = None) -> Explanation:
+    options = options or PlanOptions()
+    cluster = Cluster.from_snapshot(snapshot)
+    service = resolve(cluster, target)
+    unit = cluster.services[service].unit
+    members = cluster.units()
+    mine = [i for i in cluster.instances if cluster.services.get(i.service) and
+            cluster.services[i.service].unit == unit]
+    placed_on: Counter[str] = Counter()
+    for inst in mine:
+        if inst.node is not None and inst.service == service:
+            placed_on[inst.node] += 1
+    mine_keys = {i.key for i in mine}
+    used_all, placed_all = _usage(cluster, members, ())
+    used, placed = _usage(cluster, members, mine_keys)
+    chosen = _scores(cluster, members, unit, placed_on, placed, used, options)
+    reasons = explain_units(cluster, members, [unit], placed_all, used_all, options).get(unit, ())
+    others = [r for r in reasons if r.target not in placed_on]
+    unplaced = sum(1 for i in mine if i.node is None and i.service == service)
+    blockers: tuple[str, ...] = ()
+    if unplaced:
+        blockers = blocking_facts(cluster, members, unit, placed_all, used_all, options)
+    name = display_name(*service.split("/", 1))
+    return Explanation(name, unit, chosen, tuple(summarize(others)), unplaced, blockers)
+
+
+def _usage(cluster: Cluster, members, leave_out) -> tuple[dict, dict]:
+    """Requests per node and replicas per (unit, node) of the placed instances not in `leave_out`."""
+    used: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    placed: dict[tuple[str, str], int] = defaultdict(int)
+    for inst in cluster.instances:
+        other = cluster.services.get(inst.service)
+        if inst.node is None or inst.key in leave_out or other is None:
+            continue
+        used[inst.node][0] += inst.cpu
+        used[inst.node][1] += inst.mem
+        if members[other.unit][0] == inst.service:  # one count per group slot
+            placed[other.unit, inst.node] += 1
+    return used, placed
+
+
+def _scores(cluster, members, unit, placed_on, placed, used, options) -> tuple[NodeScore, ...]:
+    """The objective terms of the actual placement (`fixed` facts) of `unit`."""
+    if not placed_on:
+        return ()
+    session = Session(load_program(PROGRAM, options.extensions), options.solve)
+    usage = {n: (c, m) for n, (c, m) in used.items()}
+    total = sum(placed_on.values())
+    facts, _ = work_facts(cluster, members, {unit: total}, placed, usage,
+                          nodes=node_facts(cluster.nodes, node_classes(cluster.nodes.values())))
+    facts.extend(atom("fixed", unit, node, count) for node, count in sorted(placed_on.items()))
+    session.add_facts(facts)
+    session.ground([("base", ()), ("place", ())])
+    result = session.solve(optimize=False)
+    terms: dict[str, list[tuple[str, int]]] = defaultdict(list)
+    for cost in decode(result.atoms("cost", 5), Cost):
+        if cost.target in placed_on and (cost.subject == unit or str(cost.subject) == "node"):
+            terms[str(cost.target)].append((_criterion(cost.criterion), cost.amount))
+    return tuple(NodeScore(n, placed_on[n], tuple(sorted(terms.get(n, ())))) for n in sorted(placed_on))
