@@ -32,7 +32,8 @@ class Diagnostic:
 
     @property
     def location(self) -> str:
-        return f"{self.file}:{self.line}:{self.column}"
+        """`file:line:col`, or just `file` for problems of a whole file (line 0)."""
+        return f"{self.file}:{self.line}:{self.column}" if self.line else self.file
 
     def render(self) -> str:
         """`file:line:col: error: message`, the offending line, a caret, and the suggestion."""

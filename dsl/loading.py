@@ -17,7 +17,7 @@ from ccattler.dsl.template import render
 from ccattler.dsl.values import check_key, merge, parse_scalar, parse_values, set_dotted
 
 
-def _problem(name: str, code: str, message: str, line: int = 1, column: int = 1) -> Diagnostic:
+def _problem(name: str, code: str, message: str, line: int = 0, column: int = 0) -> Diagnostic:
     return Diagnostic(name, line, column, ERROR, code, message)
 
 

@@ -207,7 +207,7 @@ def _refuse(text: str, name: str) -> Diagnostic | None:
     """Inputs not worth parsing: too large, or binary."""
     size = len(text.encode("utf-8", "surrogatepass"))
     if size > MAX_SOURCE_BYTES:
-        return Diagnostic(name, 1, 1, ERROR, "too-large",
+        return Diagnostic(name, 0, 0, ERROR, "too-large",
                           f"file is {size} bytes; the limit is {MAX_SOURCE_BYTES // (1024 * 1024)} MiB")
     bad = re.search(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]", text)
     if bad:

@@ -6,20 +6,23 @@ comments. `merge` layers one set of values over another (later wins, nested dict
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
 from ccattler.dsl.errors import ERROR, Diagnostic, DslError, line_of
+from ccattler.dsl.parser import decode_string
 
 _LINE = re.compile(r"\s*([A-Za-z_][\w\-]*(?:\.[A-Za-z_][\w\-]*)*)\s*=\s*(.*?)\s*\Z")
+_STRING = re.compile(r'"(?:[^"\\\n]|\\.)*"')
 _KEY = re.compile(r"[A-Za-z_][\w\-]*(?:\.[A-Za-z_][\w\-]*)*\Z")
 
 
 def parse_scalar(text: str) -> Any:
     """`"x"` → str, `3` → int, `1.5` → float, `true` → bool, `[a, "b"]` → list, else the word."""
     if text.startswith('"'):
-        return json.loads(text)
+        if not _STRING.fullmatch(text):
+            raise ValueError("unterminated string" if text.count('"') < 2 else f"cannot read value {text}")
+        return decode_string(text)
     if text.startswith("["):
         inner = text[1:-1].strip()
         return [parse_scalar(part.strip()) for part in _split_list(inner)] if inner else []
@@ -85,8 +88,7 @@ def parse_values(text: str, name: str) -> dict:
             set_dotted(values, m.group(1), parse_scalar(m.group(2)))
         except ValueError as exc:
             column = (m.start(2) + 1) if m else len(raw) - len(raw.lstrip()) + 1
-            problems.append(Diagnostic(name, number, column, ERROR, "bad-values", str(exc).split(":")[0]
-                                       if isinstance(exc, json.JSONDecodeError) else str(exc),
+            problems.append(Diagnostic(name, number, column, ERROR, "bad-values", str(exc),
                                        line_of(text, number)))
     if problems:
         raise DslError(problems)
@@ -95,7 +97,7 @@ def parse_values(text: str, name: str) -> dict:
 
 def check_key(key: str) -> str:
     if not _KEY.match(key):
-        raise DslError([Diagnostic("--set", 1, 1, ERROR, "bad-values",
+        raise DslError([Diagnostic("--set", 0, 0, ERROR, "bad-values",
                                    f"{key!r} is not a valid key (letters, digits, _ - and dots)")])
     return key
 

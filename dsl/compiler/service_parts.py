@@ -14,8 +14,8 @@ _PERCENT_METRICS = ("cpu", "memory")
 def compile_probes(u: Unit, fields: dict[str, Node], first_port: int | None, what: str) -> dict:
     """`health` is liveness; each probe gets every default filled in."""
     if "health" in fields and "liveness" in fields:
-        u.error(fields["health"].keyword_span, "duplicate-field",
-                f"{what} has both health and liveness; health is shorthand for liveness, keep one")
+        u.warn(fields["health"].keyword_span, "duplicate-probe",
+               f"{what} has both health and liveness; health is shorthand for liveness, so liveness is used")
     probes = {}
     for kind in ("liveness", "startup", "readiness"):
         node = fields.get(kind) or (fields.get("health") if kind == "liveness" else None)

@@ -1,0 +1,78 @@
+"""Fuzzing: random and mutated sources into parse + compile + fmt; only `DslError` may escape.
+
+Bounded to a few seconds (HYPOTHESIS_PROFILE-independent `max_examples`); for a longer run set
+CCA_FUZZ_EXAMPLES=20000.
+"""
+
+import os
+from pathlib import Path
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ccattler.dsl import DslError, Source, compile_sources, compile_with_diagnostics
+from ccattler.dsl.fmt import format_source
+
+HERE = Path(__file__).parent
+CORPUS = [p.read_text() for p in sorted((HERE.parents[1] / "examples").glob("*.cca"))
+          + sorted((HERE / "golden").glob("*.cca")) + sorted((HERE / "snippets").glob("*.cca"))]
+TOKENS = ["{", "}", "{{", "}}", "{%", '"', '"""', "=", "==", "->", ";", ",", "[", "]", "#", "//", "\n",
+          " ", "\x00", "\t", "é", "\u202e", "service", "image", "x", "from", "-1", "0", "99999999999",
+          "5m", "1.5", "/", "*", "payments/*", "a/b/c", "..", "../..", "\\", "%", "node", "group",
+          "health", "http", "tcp", "port", "allow", "deny", "when", "in", "[a,b]", "zone", "spread"]
+EXAMPLES = int(os.environ.get("CCA_FUZZ_EXAMPLES", "100"))
+
+
+def _check(text: str) -> None:
+    source = Source("fuzz.cca", text, HERE / "golden")
+    try:
+        facts = compile_sources([source])
+    except DslError as exc:
+        assert exc.diagnostics
+        for d in exc.diagnostics:
+            assert d.render()
+        return
+    # What compiles also formats, idempotently, to the same facts.
+    once = format_source(text, "fuzz.cca")
+    assert format_source(once, "fuzz.cca") == once
+    assert compile_sources([Source("fuzz.cca", once, HERE / "golden")]) == facts
+
+
+@st.composite
+def mutated(draw):
+    text = draw(st.sampled_from(CORPUS))
+    for _ in range(draw(st.integers(1, 4))):
+        at = draw(st.integers(0, len(text)))
+        action = draw(st.sampled_from(["insert", "delete", "duplicate", "random"]))
+        if action == "insert":
+            text = text[:at] + draw(st.sampled_from(TOKENS)) + text[at:]
+        elif action == "delete":
+            text = text[:at] + text[at + draw(st.integers(1, 40)):]
+        elif action == "duplicate":
+            text = text[:at] + text[at : at + draw(st.integers(1, 80))] + text[at:]
+        else:
+            text = text[:at] + draw(st.text(max_size=8)) + text[at:]
+    return text
+
+
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
+@given(mutated())
+def test_mutated_sources(text):
+    _check(text)
+
+
+@settings(max_examples=EXAMPLES // 2, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.lists(st.sampled_from(TOKENS), max_size=30).map(" ".join))
+def test_token_soup(text):
+    _check(text)
+
+
+@settings(max_examples=EXAMPLES // 3, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.text(max_size=200))
+def test_random_text(text):
+    _check(text)
+
+
+def test_diagnostics_never_raise_for_the_corpus():
+    for text in CORPUS:
+        compile_with_diagnostics([Source("c.cca", text, HERE / "golden")])
