@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ccattler.engine.admission.capabilities import capability_kind, ref_from_key
+from ccattler.engine.admission.escalation import add_conferred
 from ccattler.engine.admission.evaluate import Context, Verdict, evaluate, wanted_signatures
 from ccattler.engine.admission.model import Change, Denial, ObjectRef, PolicyWarning, Principal
 from ccattler.engine.admission.mutation import apply_mutations
@@ -153,6 +154,7 @@ def _judge(
     add_requests(facts, requests)
     add_auth(facts, {k: v for k, v in state.docs.items() if k.startswith(AUTH_PREFIXES)})
     add_quota(facts, tenants, state.docs, after)
+    add_conferred(facts, requests, after)
     context = context_for(state, principal, requests, summary)
     verdict = evaluate(facts, state.policies, context) if requests else Verdict((), (), ())
     return (added, changed, removed, unchanged), verdict

@@ -31,7 +31,7 @@ VOCABULARY: tuple[tuple[str, int], ...] = (
     ("service_env", 3),
     ("role_allow", 3), ("role_scope", 2), ("grant", 3), ("group_member", 2),
     ("policy_allow", 3), ("policy_cond", 5), ("policy_operand_attr", 4), ("policy_operand_value", 3),
-    ("tenant_quota", 3), ("tenant_service", 6), ("tenant_volume", 4),
+    ("tenant_quota", 3), ("tenant_service", 6), ("tenant_volume", 4), ("confers", 4),
 )
 
 _OPS = {"==": "eq", "!=": "neq", "in": "in", "not_in": "not_in"}

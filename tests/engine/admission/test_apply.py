@@ -59,7 +59,8 @@ def test_denial_of_one_object_writes_nothing_at_all(store):
     files = dict([service("web", source="x.cca"), role("sneaky", "cluster.admin", source="x.cca")])
     with pytest.raises(Denied) as info:
         apply_compiled(store, ALICE, files, {"x.cca"})
-    assert [d.value for d in info.value.denials] == ["role.create"]
+    reasons = {(d.code, d.value) for d in info.value.denials}
+    assert reasons == {("no_role", "role.create"), ("escalation", "cluster.admin")}
     assert store.revision() == before
     assert store.get("desired/service/default/web") is None
 

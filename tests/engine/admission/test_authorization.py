@@ -142,3 +142,50 @@ def test_mounting_a_secret_needs_secret_use(shop):
     (denial,) = info.value.denials
     assert (denial.code, denial.value) == ("no_role", "secret.use")
     assert denial.subject == "use secret frontend/api.key"
+
+
+@pytest.fixture
+def role_admin(store):
+    """carol may manage roles and grants, and update services in payments only."""
+    seed(store, role("role-admin", "role.create", "role.update", "role.read"),
+         role("pay-dev", "service.update", scopes=("payments",)),
+         grant("role-admin", "user", "carol"), grant("pay-dev", "user", "carol"),
+         role("root", "cluster.admin", source="admin.cca"))
+    return store
+
+
+CAROL = Principal("carol", "user")
+
+
+@pytest.mark.parametrize(
+    ("writes", "escalates"),
+    [
+        pytest.param([role("r", "service.delete", source="c.cca")], "service.delete", id="new-capability"),
+        pytest.param([role("r", "role.create", source="c.cca")], None, id="held-capability"),
+        pytest.param([role("r", "service.update", scopes=("payments",), source="c.cca")], None,
+                     id="held-in-scope"),
+        pytest.param([role("r", "service.update", source="c.cca")], "service.update", id="wider-scope"),
+        pytest.param([grant("root", "user", "carol", source="c.cca")], "cluster.admin", id="grant-admin"),
+        pytest.param([role("role-admin", "role.create", "cluster.admin", source="c.cca")], "cluster.admin",
+                     id="edit-own-role"),
+    ],
+)
+def test_roles_and_grants_confer_only_what_the_subject_holds(role_admin, writes, escalates):
+    if escalates is None:
+        assert apply_compiled(role_admin, CAROL, dict(writes), {"c.cca"}).added
+        return
+    before = role_admin.revision()
+    with pytest.raises(Denied) as info:
+        apply_compiled(role_admin, CAROL, dict(writes), {"c.cca"})
+    assert {(d.code, d.value) for d in info.value.denials} == {("escalation", escalates)}
+    assert role_admin.revision() == before
+
+
+def test_joining_a_group_that_holds_admin_is_escalation(role_admin):
+    seed(role_admin, grant("root", "group", "admins", source="admin.cca"))
+    group = ("desired/group/default/admins", {"kind": "group", "tenant": "default", "name": "admins",
+                                              "source": "c.cca", "type": "auth", "members": ["carol"]})
+    with pytest.raises(Denied) as info:
+        apply_compiled(role_admin, CAROL, dict([group]), {"c.cca"})
+    assert info.value.denials[0].code == "escalation"
+    assert "would confer cluster.admin in every tenant" in info.value.denials[0].message
