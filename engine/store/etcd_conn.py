@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import itertools
 import threading
+import time
 from typing import Any
 
 import grpc
@@ -18,6 +20,10 @@ from ccattler.engine.store.base import (
 
 # Values are at most 1 MiB and ranges are paged, but a page of large values can pass gRPC's 4 MiB.
 _CHANNEL_OPTIONS = [("grpc.max_receive_message_length", -1), ("grpc.max_send_message_length", -1)]
+
+#: gRPC metadata asking etcd to refuse (not queue) requests while the member has no leader.
+REQUIRE_LEADER = (("hasleader", "true"),)
+_RETRY_PAUSE = 0.1
 
 # etcd's error text → (our error type, what to tell the user). Matched as substrings, in order.
 _KNOWN_ERRORS: list[tuple[str, type[StoreError], str]] = [
@@ -90,17 +96,21 @@ class Connection:
     def call(
         self, service: str, method: str, request: Any, *, write: bool = False, stream: bool = False
     ) -> Any:
-        """One unary call (or the first response of a stream), trying each endpoint once at most.
+        """One unary call (or the first response of a stream), failing over until `timeout` runs out.
 
-        A write is retried on the next endpoint only when the connection was refused, so it cannot
-        have reached the server; any other failure of a write is reported, never repeated.
+        Calls require a leader, so a member cut off from the cluster refuses at once ("no leader")
+        instead of hanging. A write is retried elsewhere only when it cannot have been applied (the
+        connection was refused, or the member had no leader); otherwise its failure is reported as
+        a retriable `StoreUnavailable`, never repeated behind the caller's back.
         """
-        for attempt in range(len(self._targets)):
+        deadline = time.monotonic() + self.timeout
+        for attempt in itertools.count(1):
             index, stub = self.stub(service)
+            remaining = max(deadline - time.monotonic(), 0.05)
             try:
                 if not stream:
-                    return getattr(stub, method)(request, timeout=self.timeout)
-                responses = getattr(stub, method)(request, timeout=self.timeout)
+                    return getattr(stub, method)(request, timeout=remaining, metadata=REQUIRE_LEADER)
+                responses = getattr(stub, method)(request, timeout=remaining, metadata=REQUIRE_LEADER)
                 try:
                     return next(responses, None)
                 finally:
@@ -109,9 +119,12 @@ class Connection:
                 if exc.code() not in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
                     raise self.error(exc) from None
                 self.fail_over(index)
-                unsent = "failed to connect" in (exc.details() or "").lower()
-                if attempt == len(self._targets) - 1 or (write and not unsent):
+                details = (exc.details() or "").lower()
+                not_applied = "failed to connect" in details or "no leader" in details
+                if (write and not not_applied) or time.monotonic() >= deadline:
                     raise self.error(exc) from None
+                if attempt % len(self._targets) == 0:
+                    time.sleep(_RETRY_PAUSE)  # every endpoint failed once: give the cluster a moment
         raise AssertionError("unreachable: the loop returns or raises")
 
     def error(self, exc: grpc.RpcError) -> StoreError:

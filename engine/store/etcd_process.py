@@ -1,4 +1,4 @@
-"""Start and stop a local single-member etcd on free loopback ports (tests, benchmarks, `cca up`).
+"""Start and stop local etcd members on free loopback ports (tests, benchmarks, `cca up`).
 
 It runs with CCattler's transaction limits raised (`--max-txn-ops 10000`, `--max-request-bytes
 10 MiB`) so one apply is one txn, and a fast heartbeat so 1-second leases are honoured.
@@ -21,9 +21,19 @@ from ccattler.engine.store.ops import MAX_TXN_BYTES, MAX_TXN_OPS
 
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that nothing listens on right now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    return free_ports(1)[0]
+
+
+def free_ports(count: int) -> list[int]:
+    """`count` distinct free ports (all held open while choosing, so none repeats)."""
+    sockets = [socket.socket() for _ in range(count)]
+    try:
+        for sock in sockets:
+            sock.bind(("127.0.0.1", 0))
+        return [sock.getsockname()[1] for sock in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,7 +48,10 @@ class EtcdTls:
 
 
 class EtcdProcess:
-    """One etcd child process; use as a context manager or call `start()`/`stop()`."""
+    """One etcd member as a child process; use as a context manager or call `start()`/`stop()`.
+
+    Alone by default; `EtcdCluster` passes `name`, ports and `initial_cluster` to make members.
+    """
 
     def __init__(
         self,
@@ -48,6 +61,10 @@ class EtcdProcess:
         max_txn_ops: int = MAX_TXN_OPS,
         max_request_bytes: int = MAX_TXN_BYTES,
         tls: EtcdTls | None = None,
+        name: str = "cca",
+        port: int = 0,
+        peer_port: int = 0,
+        initial_cluster: str | None = None,
     ) -> None:
         self._own_dir = data_dir is None
         self.data_dir = data_dir or tempfile.mkdtemp(prefix="cca-etcd-")
@@ -55,7 +72,11 @@ class EtcdProcess:
         self.max_txn_ops = max_txn_ops
         self.max_request_bytes = max_request_bytes
         self.tls = tls
-        self.port = 0
+        self.name = name
+        self.port = port
+        self.peer_port = peer_port
+        self.initial_cluster = initial_cluster
+        self._command: list[str] = []
         self._process: subprocess.Popen | None = None
 
     @property
@@ -71,43 +92,56 @@ class EtcdProcess:
         return f"etcd://{self.endpoint}?" + "&".join(f"{k}={quote(v)}" for k, v in files.items())
 
     def start(self, timeout: float = 20.0) -> EtcdProcess:
-        if shutil.which(self.binary) is None:
-            raise StoreUnavailable(
-                f"cannot start etcd: {self.binary!r} is not installed (apt-get install etcd-server)"
-            )
-        self.port, peer = free_port(), free_port()
-        scheme = "https" if self.tls else "http"
-        client_url, peer_url = f"{scheme}://127.0.0.1:{self.port}", f"http://127.0.0.1:{peer}"
-        self._command = [
-            self.binary, "--name", "cca", "--data-dir", os.path.join(self.data_dir, "member-data"),
-            "--listen-client-urls", client_url, "--advertise-client-urls", client_url,
-            "--listen-peer-urls", peer_url, "--initial-advertise-peer-urls", peer_url,
-            "--initial-cluster", f"cca={peer_url}",
-            "--max-txn-ops", str(self.max_txn_ops), "--max-request-bytes", str(self.max_request_bytes),
-            "--heartbeat-interval", "50", "--election-timeout", "500",
-        ]
-        if self.tls:
-            self._command += [
-                "--cert-file", self.tls.server_cert, "--key-file", self.tls.server_key,
-                "--trusted-ca-file", self.tls.ca, "--client-cert-auth",
-            ]
-        self.log_path = os.path.join(self.data_dir, "etcd.log")
-        self._launch(timeout)
+        self.launch()
+        self.wait_ready(timeout)
         return self
 
-    def restart(self, timeout: float = 20.0) -> None:
-        """Stop etcd and start it again on the same ports and data (to test reconnects)."""
-        self._terminate()
-        self._launch(timeout)
-
-    def _launch(self, timeout: float) -> None:
+    def launch(self) -> None:
+        """Start the process without waiting (cluster members wait for each other)."""
+        if not self._command:
+            self._command = self._build_command()
         with open(self.log_path, "ab") as log:
             self._process = subprocess.Popen(
                 self._command, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True
             )
-        self._wait_ready(timeout)
 
-    def _wait_ready(self, timeout: float) -> None:
+    def _build_command(self) -> list[str]:
+        if shutil.which(self.binary) is None:
+            raise StoreUnavailable(
+                f"cannot start etcd: {self.binary!r} is not installed (apt-get install etcd-server)"
+            )
+        if not self.port or not self.peer_port:
+            self.port, self.peer_port = free_ports(2)
+        scheme = "https" if self.tls else "http"
+        client_url, peer_url = f"{scheme}://127.0.0.1:{self.port}", f"http://127.0.0.1:{self.peer_port}"
+        self.log_path = os.path.join(self.data_dir, "etcd.log")
+        command = [
+            self.binary, "--name", self.name, "--data-dir", os.path.join(self.data_dir, "member-data"),
+            "--listen-client-urls", client_url, "--advertise-client-urls", client_url,
+            "--listen-peer-urls", peer_url, "--initial-advertise-peer-urls", peer_url,
+            "--initial-cluster", self.initial_cluster or f"{self.name}={peer_url}",
+            "--max-txn-ops", str(self.max_txn_ops), "--max-request-bytes", str(self.max_request_bytes),
+            "--heartbeat-interval", "50", "--election-timeout", "500",
+        ]
+        if self.tls:
+            command += [
+                "--cert-file", self.tls.server_cert, "--key-file", self.tls.server_key,
+                "--trusted-ca-file", self.tls.ca, "--client-cert-auth",
+            ]
+        return command
+
+    def restart(self, timeout: float = 20.0) -> None:
+        """Stop etcd and start it again on the same ports and data (to test reconnects)."""
+        self._terminate()
+        self.start(timeout)
+
+    def kill(self) -> None:
+        """SIGKILL the member, keeping its data (to test failover)."""
+        if self._process is not None and self._process.poll() is None:
+            self._process.kill()
+            self._process.wait()
+
+    def wait_ready(self, timeout: float) -> None:
         import grpc
         from etcd3 import etcdrpc
 
@@ -135,7 +169,7 @@ class EtcdProcess:
                     return
                 except grpc.RpcError:
                     if time.monotonic() > deadline:
-                        self.stop()
+                        self._terminate()
                         raise StoreUnavailable(
                             f"etcd did not answer within {timeout:.0f}s; see {self.log_path}"
                         ) from None
@@ -158,6 +192,44 @@ class EtcdProcess:
         self._process = None
 
     def __enter__(self) -> EtcdProcess:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+class EtcdCluster:
+    """`size` etcd members on loopback forming one cluster; `url` names every endpoint."""
+
+    def __init__(self, size: int = 3, **options) -> None:
+        ports = free_ports(2 * size)
+        clients, peers = ports[:size], ports[size:]
+        initial = ",".join(f"m{i}=http://127.0.0.1:{peer}" for i, peer in enumerate(peers))
+        self.members = [
+            EtcdProcess(name=f"m{i}", port=clients[i], peer_port=peers[i], initial_cluster=initial, **options)
+            for i in range(size)
+        ]
+
+    @property
+    def url(self) -> str:
+        return "etcd://" + ",".join(member.endpoint for member in self.members)
+
+    def start(self, timeout: float = 30.0) -> EtcdCluster:
+        try:
+            for member in self.members:
+                member.launch()
+            for member in self.members:
+                member.wait_ready(timeout)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def stop(self) -> None:
+        for member in self.members:
+            member.stop()
+
+    def __enter__(self) -> EtcdCluster:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

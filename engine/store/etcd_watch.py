@@ -16,7 +16,7 @@ from etcd3 import etcdrpc
 from etcd3.etcdrpc import kv_pb2
 
 from ccattler.engine.store.base import Event, StoreError
-from ccattler.engine.store.etcd_conn import Connection
+from ccattler.engine.store.etcd_conn import REQUIRE_LEADER, Connection
 from ccattler.engine.store.ops import decode
 from ccattler.engine.store.queue_watch import QueueWatch
 
@@ -86,7 +86,7 @@ class EtcdWatch(QueueWatch):
         with self._stream_lock:
             if self.cancelled:
                 return
-            self._requests, self._call = requests, stub.Watch(_drain(requests))
+            self._requests, self._call = requests, stub.Watch(_drain(requests), metadata=REQUIRE_LEADER)
             call = self._call
         try:
             for response in call:

@@ -11,7 +11,7 @@ from etcd3 import etcdrpc
 
 from ccattler.engine.pki.ca import CertificateAuthority, cert_pem, key_pem, new_key
 from ccattler.engine.store import StoreError, StoreUnavailable, TxnTooLarge, open_store
-from ccattler.engine.store.etcd_process import EtcdProcess, EtcdTls, free_port
+from ccattler.engine.store.etcd_process import EtcdCluster, EtcdProcess, EtcdTls, free_port
 
 pytestmark = pytest.mark.store
 
@@ -26,6 +26,34 @@ def test_a_dead_first_endpoint_fails_over_to_the_next(etcd_server):
     with open_store(f"etcd://127.0.0.1:{free_port()},{etcd_server.endpoint}?prefix=/failover/") as store:
         revision = store.put("a", {"ok": True})
         assert store.get("a").mod_revision == revision
+
+
+def put_retrying(store, key, value):
+    """What every writer does: retry a write whose outcome was unknown (a retriable error)."""
+    for _ in range(5):
+        try:
+            return store.put(key, value)
+        except StoreUnavailable as exc:
+            assert exc.retriable
+    raise AssertionError(f"put {key} kept failing")
+
+
+def test_reads_writes_and_watches_go_on_when_the_member_in_use_dies():
+    with EtcdCluster(3) as cluster, open_store(cluster.url + "?timeout=1") as store:
+        with store.watch("f/") as watch:
+            before = store.put("f/a", 1)
+            in_use = store._conn.stub("KV")[0]  # the endpoint this client talks to
+            cluster.members[in_use].kill()
+            # A write in flight when the leader dies may time out (outcome unknown): retry it.
+            after = [put_retrying(store, f"f/{i}", i) for i in range(3)]
+            assert store.get("f/2").value == 2
+            seen = []
+            while not set(after) <= {event.revision for event in seen}:
+                event = watch.get(timeout=10)
+                assert event is not None, f"watch stalled after {seen}"
+                seen.append(event)
+        revisions = [event.revision for event in seen]
+        assert revisions[0] == before and revisions == sorted(set(revisions))
 
 
 def test_the_prefix_is_prepended_and_values_are_canonical_json(etcd_server):
@@ -82,10 +110,10 @@ def test_mutual_tls_to_etcd_and_clear_errors_without_it(tmp_path):
             revision = store.put("t/a", {"secure": True})
             assert watch.get(timeout=5).revision == revision
         with pytest.raises(StoreUnavailable, match="unreachable") as plaintext:
-            open_store(f"etcd://{etcd.endpoint}?timeout=2")
+            open_store(f"etcd://{etcd.endpoint}?timeout=1")
         assert etcd.endpoint in str(plaintext.value)
         with pytest.raises(StoreUnavailable):  # the server demands a client certificate
-            open_store(f"etcd://{etcd.endpoint}?ca={tls.ca}&timeout=2")
+            open_store(f"etcd://{etcd.endpoint}?ca={tls.ca}&timeout=1")
     with pytest.raises(StoreError, match="cert and key together"):
         open_store(f"etcd://127.0.0.1:1?ca={tls.ca}&cert={tls.client_cert}")
     with pytest.raises(StoreError, match="cannot read ca file /no/ca.pem"):

@@ -49,6 +49,6 @@ def test_bad_urls_are_clear_errors_naming_the_url(url, message):
 def test_an_unreachable_etcd_is_store_unavailable_naming_the_url():
     url = f"etcd://127.0.0.1:{free_port()}"
     with pytest.raises(StoreUnavailable, match="unreachable") as caught:
-        open_store(url + "?timeout=2")
+        open_store(url + "?timeout=1")
     assert url in str(caught.value)
     assert caught.value.retriable
