@@ -105,6 +105,18 @@ def diff_report(diff: dict[str, Any]) -> None:
         typer.echo("no changes")
 
 
+def plan_report(plan: dict[str, Any]) -> None:
+    """The placement plan, drawn by the explain library's own report."""
+    from rich.console import Console
+
+    from ccattler.engine.explain.offline import Placed, PlanReport, Unplaced
+
+    unplaced = tuple(Unplaced(u["instance"], u["service"], tuple(u["reasons"])) for u in plan["unplaced"])
+    report = PlanReport(tuple(Placed(**p) for p in plan["placements"]), unplaced, plan["nodes"])
+    typer.echo("")
+    Console().print(report)
+
+
 def describe(kind: str, row: dict[str, Any]) -> None:
     """The detail view: name, key, the joined fields, then the document as YAML."""
     import yaml

@@ -64,16 +64,36 @@ def apply(files: Files, values: ValuesOpt = None, set_: SetOpt = None, set_from_
 
 @reports_errors
 def diff(files: Files, values: ValuesOpt = None, set_: SetOpt = None, set_from_env: SetEnvOpt = None,
+         plan: Annotated[bool, typer.Option("--plan", help="Also show where every instance would run "
+                                                           "(placement against the live state).")] = False,
          tenant: TenantOpt = "", output: OutputOpt = "table",
          context: ContextOpt = None, server: ServerOpt = None, token: TokenOpt = None) -> None:
     """Show what applying the files would add (+), change (~) and remove (-)."""
     sources = _sources(files, values, set_, set_from_env)
     with client(context, server, token) as api:
         result = api.diff(sources, tenant=tenant)
+        placement = api.plan(sources, tenant=tenant) if plan else None
     if output in ("json", "yaml"):
-        emit([], [], output, raw=result)
+        emit([], [], output, raw=result | ({"plan": placement} if plan else {}))
+        return
+    render.diff_report(result)
+    if placement is not None:
+        render.plan_report(placement)
+
+
+@reports_errors
+def explain(target: Annotated[str, typer.Argument(help="Service or instance (tenant/name).")],
+            output: OutputOpt = "table", tenant: TenantOpt = "", context: ContextOpt = None,
+            server: ServerOpt = None, token: TokenOpt = None) -> None:
+    """Why a service runs where it does, why not elsewhere, and what blocks unplaced replicas."""
+    from ccattler.engine.api.gen.ccattler.v1 import api_pb2
+
+    with client(context, server, token) as api:
+        answer = api.json("Explain", api_pb2.ExplainRequest(target=target, tenant=tenant))
+    if output in ("json", "yaml"):
+        emit([], [], output, raw=answer["explanation"])
     else:
-        render.diff_report(result)
+        typer.echo("\n".join(answer["lines"]))
 
 
 @reports_errors
@@ -187,6 +207,7 @@ def status(output: OutputOpt = "table", context: ContextOpt = None, server: Serv
 def register(app: typer.Typer) -> None:
     app.command("apply")(apply)
     app.command("diff")(diff)
+    app.command("explain")(explain)
     app.command("delete")(delete)
     app.command("get")(get)
     app.command("describe")(describe)

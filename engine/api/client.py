@@ -139,6 +139,11 @@ class Client:
         messages, files = to_wire(sources, tenant or "default")
         return self.json("Diff", api_pb2.ApplyRequest(sources=messages, files=files, tenant=tenant))
 
+    def plan(self, sources: Sequence[Source], tenant: str = "") -> Any:
+        """Where everything would run if `sources` were applied now (live state; nothing written)."""
+        messages, files = to_wire(sources, tenant or "default")
+        return self.json("Plan", api_pb2.ApplyRequest(sources=messages, files=files, tenant=tenant))
+
     def delete_files(self, sources: Sequence[Source], tenant: str = "") -> Any:
         messages, files = to_wire(sources, tenant or "default")
         return self.json("Delete", api_pb2.DeleteRequest(sources=messages, files=files, tenant=tenant))

@@ -14,7 +14,7 @@ from ccattler.engine.admission.capabilities import OBJECT_CAPABILITY_KIND, ref_f
 from ccattler.engine.admission.model import Denied, ObjectRef, Principal
 from ccattler.engine.api import audit, views
 from ccattler.engine.api.calls import Call
-from ccattler.engine.api.errors import BadRequest, Forbidden, NotFound
+from ccattler.engine.api.errors import BadRequest, NotFound
 from ccattler.engine.api.gen.ccattler.v1 import api_pb2
 from ccattler.engine.api.sources import wire_sources
 from ccattler.engine.auth import (
@@ -129,10 +129,19 @@ class ClusterService:
         return _json(result)
 
     def Plan(self, request: api_pb2.ApplyRequest, call: Call) -> api_pb2.Json:
-        raise Forbidden("live plan is not available on this server yet (use `cca plan FILE` offline)")
+        from ccattler.engine.api.planning import plan_live
+
+        self._allow(call, "service.read")
+        sources, reader = wire_sources(request)
+        return _json(plan_live(self.store, sources, _tenant(request), reader))
 
     def Explain(self, request: api_pb2.ExplainRequest, call: Call) -> api_pb2.Json:
-        raise Forbidden("live explain is not available on this server yet")
+        from ccattler.engine.api.planning import explain_live
+
+        if not request.target:
+            raise BadRequest("explain needs a service or instance name")
+        self._allow(call, "service.read", parse_service(request.target, _tenant(request)).full)
+        return _json(explain_live(self.store, request.target))
 
     # --- reading ---------------------------------------------------------------------------------
 

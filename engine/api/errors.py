@@ -44,6 +44,7 @@ _CODES: list[tuple[str, grpc.StatusCode]] = [
     ("AdmissionDenied", grpc.StatusCode.PERMISSION_DENIED),
     ("Denied", grpc.StatusCode.PERMISSION_DENIED),
     ("NotFound", grpc.StatusCode.NOT_FOUND),
+    ("UnknownTarget", grpc.StatusCode.NOT_FOUND),
     ("Conflict", grpc.StatusCode.ABORTED),
     ("RateLimited", grpc.StatusCode.RESOURCE_EXHAUSTED),
     ("TxnTooLarge", grpc.StatusCode.RESOURCE_EXHAUSTED),

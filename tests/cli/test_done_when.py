@@ -112,3 +112,25 @@ def test_done_when_on_sqlite(cli_cluster, tmp_path):
 @pytest.mark.slow
 def test_done_when_on_etcd(etcd_cli_cluster, tmp_path):
     run_scenario(etcd_cli_cluster, tmp_path)
+
+
+NODES = """\
+node n1 { zone a  label disk = ssd  capacity { cpu 8  memory 16Gi } }
+node n2 { zone b  label disk = ssd  capacity { cpu 8  memory 16Gi } }
+"""
+
+
+def test_live_plan_and_explain(cli_cluster, tmp_path):
+    """`diff --plan` places against the live state; `explain` says why, from the live snapshot."""
+    (tmp_path / "nodes.cca").write_text(NODES)
+    assert cli_cluster.cca("apply", str(tmp_path / "nodes.cca")).exit_code == 0
+    (tmp_path / "web.cca").write_text("service web {\n    image nginx:1.27\n    instances 2\n"
+                                      "    resources { cpu 1  memory 1Gi }\n    placement { zone spread }\n}\n")
+    planned = cli_cluster.cca("diff", str(tmp_path / "web.cca"), "--plan", "-o", "json")
+    assert planned.exit_code == 0, planned.output
+    placements = json.loads(planned.output)["plan"]["placements"]
+    assert sorted(p["node"] for p in placements if p["service"] == "web") == ["n1", "n2"]
+    text = cli_cluster.cca("diff", str(tmp_path / "web.cca"), "--plan")
+    assert "+ service web" in text.output and "2 placed" in text.output
+    missing = cli_cluster.cca("explain", "nothere")
+    assert missing.exit_code == 1 and "nothere" in missing.output

@@ -1,0 +1,27 @@
+"""Live `explain` and `plan`: the logic engineer's explain and settle libraries run over a snapshot of
+the live store (plan overlays the files' compiled facts on it first); nothing is written."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ccattler.dsl import Reader, Source, compile_sources
+from ccattler.engine.explain import explain
+from ccattler.engine.explain.offline import PLAN_PREFIXES, PlanReport, simulate
+from ccattler.engine.runner.snapshot import read_snapshot
+from ccattler.engine.store import Store
+
+
+def explain_live(store: Store, target: str) -> dict[str, Any]:
+    """Why the target service (or an instance's service) runs where it does, on live state."""
+    answer = explain(read_snapshot(store, PLAN_PREFIXES), target)
+    return {"explanation": answer.to_json(), "lines": answer.lines()}
+
+
+def plan_live(store: Store, sources: list[Source], tenant: str, reader: Reader) -> dict[str, Any]:
+    """Where everything would run if `sources` were applied now (existing placements stay facts)."""
+    live = read_snapshot(store, PLAN_PREFIXES)
+    compiled = compile_sources(sources, tenant, reader)
+    snapshot = simulate({**live.values, **compiled})
+    report = PlanReport.from_snapshot(snapshot)
+    return report.to_json() | {"nodes": report.nodes, "revision": live.revision}
