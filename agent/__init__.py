@@ -1,1 +1,27 @@
+"""The node agent below its API connection: runtimes, images, container networking, and the
+reconcile core that turns the node's slice of facts into running containers and observed facts.
 
+Wiring an agent process: `NodeCore(node, make_runtime(kind, state_dir, ImageStore(state_dir)),
+state_dir=state_dir).apply(slice)` on every slice change and every second; report what it returns.
+Names are imported on first use, so `cca image …` does not pay for pyroute2.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_EXPORTS = {
+    "InstanceSpec": "desired", "desired_instances": "desired", "node_subnet": "desired",
+    "RUNTIMES": "node", "NodeCore": "node", "default_runtime_kind": "node", "machine_capacity": "node",
+    "make_runtime": "node", "node_document": "node",
+    "default_state_dir": "paths",
+    "Backoff": "reconcile", "Reconciler": "reconcile",
+}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
