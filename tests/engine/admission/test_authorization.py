@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from admission_builders import ADMIN, ALICE, grant, policy, role, seed, service
 
-from ccattler.engine.admission import Denied, Principal, authorize
+from ccattler.engine.admission import BadCapability, Denied, Principal, authorize
 from ccattler.engine.admission.operations import apply_compiled
 
 
@@ -189,3 +189,9 @@ def test_joining_a_group_that_holds_admin_is_escalation(role_admin):
         apply_compiled(role_admin, CAROL, dict([group]), {"c.cca"})
     assert info.value.denials[0].code == "escalation"
     assert "would confer cluster.admin in every tenant" in info.value.denials[0].message
+
+
+@pytest.mark.parametrize("capability", ["service", "service.fly", "pods.read", "cluster.read"])
+def test_unknown_capabilities_are_refused(store, capability):
+    with pytest.raises(BadCapability):
+        authorize(store, ALICE, capability, "web")

@@ -10,6 +10,7 @@ from admission_builders import ADMIN, ALICE
 from ccattler.dsl import DslError, Source
 from ccattler.engine.admission import (
     Denied,
+    Principal,
     apply_policy,
     apply_sources,
     delete_sources,
@@ -122,3 +123,10 @@ def test_delete_sources_removes_what_the_file_declares(cluster):
     assert [r.kind for r in result.removed] == ["grant"]
     facts, _ = cluster.range("desired/")
     assert facts and not any(f.key.startswith("desired/grant/") for f in facts)
+
+
+def test_diff_needs_read_access_to_what_it_shows(cluster):
+    stranger = Principal("eve", "user")
+    with pytest.raises(Denied) as info:
+        diff_sources(cluster, stranger, [shop(edit(*WEB_4))])
+    assert {(d.code, d.value) for d in info.value.denials} == {("no_role", "service.read")}
