@@ -98,18 +98,24 @@ class SqliteStore(Store):
 
     def range(self, prefix: str, revision: int | None = None) -> tuple[list[Fact], int]:
         where, args = _prefix_clause(check_key(prefix, prefix=True))
-        with self._open():
-            rows = self._conn.execute(f"SELECT {_KV_COLUMNS} FROM kv WHERE {where} ORDER BY key", args)
+        logs: list[bytes] = []
+        with self._open():  # only the reads hold the lock; decoding happens after
+            query = f"SELECT {_KV_COLUMNS} FROM kv WHERE {where} ORDER BY key"
+            rows = self._conn.execute(query, args).fetchall()
             if not revision or revision == self._rev:  # 0 means now, as in etcd
-                return [_fact(row) for row in rows], self._rev
-            self._check_readable(revision)
-            state: dict[str, Fact | None] = {row[0]: _fact(row) for row in rows}
-            # Undo every change after `revision`, newest first, so each key ends at its old version.
-            logs = "SELECT changes FROM history WHERE rev > ? ORDER BY rev DESC"
-            for (blob,) in self._conn.execute(logs, (revision,)):
-                for change in reversed(decode_changes(blob)):
-                    if change[0].startswith(prefix):
-                        state[change[0]] = previous_fact(change)
+                revision = self._rev
+            else:
+                self._check_readable(revision)
+                undo = "SELECT changes FROM history WHERE rev > ? ORDER BY rev DESC"
+                logs = [blob for (blob,) in self._conn.execute(undo, (revision,))]
+        if not logs:
+            return [_fact(row) for row in rows], revision
+        state: dict[str, Fact | None] = {row[0]: _fact(row) for row in rows}
+        # Undo every change after `revision`, newest first, so each key ends at its old version.
+        for blob in logs:
+            for change in reversed(decode_changes(blob)):
+                if change[0].startswith(prefix):
+                    state[change[0]] = previous_fact(change)
         return [fact for _key, fact in sorted(state.items()) if fact is not None], revision
 
     def revision(self) -> int:
