@@ -8,6 +8,7 @@ transaction guarded by the revisions it read; on a conflict it re-reads and re-j
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -40,7 +41,7 @@ from ccattler.engine.admission.plan import (
     request_name,
 )
 from ccattler.engine.admission.vocabulary import Facts, Request, add_auth, add_requests, add_subject
-from ccattler.engine.facts import DEFAULT_TENANT, CcaError
+from ccattler.engine.facts import DEFAULT_TENANT, CcaError, check_value
 from ccattler.engine.store import Store
 
 if TYPE_CHECKING:
@@ -60,11 +61,16 @@ def compile_checked(sources: Sequence[Source], tenant: str, reader: Reader | Non
     declarable kind."""
     from ccattler.dsl import compile_sources
 
-    compiled = compile_sources(list(sources), tenant=tenant, reader=reader)
-    for key in compiled:
+    return _checked(compile_sources(list(sources), tenant=tenant, reader=reader))
+
+
+def _checked(docs: Mapping[str, Any]) -> dict[str, Any]:
+    """Declared documents, each of a declarable kind, as the store will hold them (canonical JSON,
+    so unchanged objects compare equal)."""
+    for key in docs:
         if ref_from_key(key).kind == "lp":
             raise UnknownKind(f"{key!r}: .lp policies are applied with `cca policy apply`, not in .cca files")
-    return compiled
+    return {key: json.loads(check_value(doc)) for key, doc in docs.items()}
 
 
 def _apply_writes(
@@ -133,7 +139,7 @@ def apply_sources(
     """Compile, judge and commit `sources` atomically; raises `Denied` (nothing written) or
     `DslError`. Objects these files declared before and no longer do are removed."""
     compiled = compile_checked(sources, tenant, reader)
-    return apply_compiled(store, principal, compiled, {s.name for s in sources}, dry_run=dry_run)
+    return _apply(store, principal, compiled, {s.name for s in sources}, dry_run)
 
 
 def apply_compiled(
@@ -141,6 +147,12 @@ def apply_compiled(
     dry_run: bool = False,
 ) -> ApplyResult:
     """`apply_sources` after compilation: `compiled` is what files `source_names` now declare."""
+    return _apply(store, principal, _checked(compiled), source_names, dry_run)
+
+
+def _apply(
+    store: Store, principal: Principal, compiled: Mapping[str, Any], source_names: set[str], dry_run: bool
+) -> ApplyResult:
     summary = f"apply {', '.join(sorted(source_names)) or '(no files)'}"
 
     def make_plan(state: State) -> Plan:

@@ -131,6 +131,11 @@ def _classify(
     return added, changed, removed, unchanged
 
 
+def _tenant_of(ref: ObjectRef) -> str | None:
+    """The tenant whose quota an object counts against (a tenant object: itself)."""
+    return ref.name if ref.kind == "tenant" else ref.tenant
+
+
 def _judge(
     state: State, principal: Principal, writes: Mapping[str, Mapping[str, Any] | None], summary: str
 ) -> tuple[tuple[list[Change], ...], Verdict]:
@@ -145,10 +150,7 @@ def _judge(
     requests = [object_request(verb, c.ref, c.old, c.new) for verb, changes in verbs for c in changes]
     for change in added + changed:
         requests += _secret_use(change, after, state.docs)
-    tenants = {
-        c.ref.tenant if c.ref.tenant is not None else c.ref.name
-        for c in added + changed + removed if c.ref.tenant is not None or c.ref.kind == "tenant"
-    }
+    tenants = {t for c in added + changed + removed if (t := _tenant_of(c.ref)) is not None}
     facts = Facts(wanted_signatures(state.policies))
     add_subject(facts, principal)
     add_requests(facts, requests)
@@ -181,7 +183,7 @@ def plan_changes(
     if verdict.mutations:
         mutated, mutation_denials = apply_mutations(writes, verdict.mutations, summary)
         classes, verdict = _judge(state, principal, mutated, summary)
-        writes, denials = mutated, list(verdict.denials) + mutation_denials
+        denials = list(verdict.denials) + mutation_denials
     added, changed, removed, unchanged = classes
     touched = [c.ref.key for c in added + changed + removed]
     guarded = sorted(set(touched) | {k for k in state.docs if k.startswith(GUARDED_PREFIXES)})
