@@ -134,8 +134,9 @@ class NodeCore:
         self.reconciler = self._reconciler(self.network)
 
     def _reconciler(self, network: NodeNetwork | None) -> Reconciler:
+        workers = 1 if self.runtime.kind == "sim" else 8  # sim operations are instant: no threads
         return Reconciler(self.node, self.runtime, network, backoff=self.backoff,
-                          stop_timeout=self.stop_timeout)
+                          stop_timeout=self.stop_timeout, workers=workers)
 
 
 def _pending(node: str, ip: str | None, reason: str) -> dict[str, Any]:

@@ -66,7 +66,8 @@ class Reconciler:
         self.backoff, self.stop_timeout, self.clock = backoff, stop_timeout, clock
         self.gc_interval = gc_interval
         self._records: dict[str, _Record] = {}
-        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="cca-reconcile")
+        # workers=1 runs everything inline: sim nodes (hundreds per process) need no threads.
+        self._pool = ThreadPoolExecutor(workers, thread_name_prefix="cca-reconcile") if workers > 1 else None
         self._lock = threading.Lock()
         self._next_gc = 0.0
 
@@ -91,8 +92,8 @@ class Reconciler:
                     self._crashed(name, status, record, now)
                 elif status.state == "running":
                     self._running(record, now)
-            list(self._pool.map(self._remove, removals))
-            list(self._pool.map(lambda job: self._start(*job), starts))
+            self._each(self._remove, removals)
+            self._each(lambda job: self._start(*job), starts)
             for name in set(self._records) - set(desired):
                 del self._records[name]
             if now >= self._next_gc:
@@ -117,12 +118,21 @@ class Reconciler:
     def remove_all(self) -> None:
         """Stop and remove every container of this runtime and their networks (node shutdown)."""
         with self._lock:
-            list(self._pool.map(self._remove, [s.name for s in self.runtime.list()]))
+            self._each(self._remove, [s.name for s in self.runtime.list()])
             self._records.clear()
             self.gc({})
 
     def close(self) -> None:
-        self._pool.shutdown(wait=True)
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+
+    def _each(self, action: Callable[[Any], None], items: list[Any]) -> None:
+        """Run `action` on every item: in parallel on the pool when there is one and it pays."""
+        if self._pool is None or len(items) < 2:
+            for item in items:
+                action(item)
+        else:
+            list(self._pool.map(action, items))
 
     # -- actions -------------------------------------------------------------------------------
     def _crashed(self, name: str, status: ContainerStatus, record: _Record, now: float) -> None:

@@ -12,11 +12,12 @@ import json
 import os
 import shutil
 import subprocess
+import threading
 import time
 from pathlib import Path
 from typing import Any
 
-from ccattler.agent.images.store import ImageStore
+from ccattler.agent.images.store import Image, ImageNotFound, ImageStore
 from ccattler.agent.runtime.base import (
     ContainerError,
     ContainerNotFound,
@@ -28,6 +29,7 @@ from ccattler.agent.runtime.base import (
     container_id,
 )
 from ccattler.agent.runtime.oci_spec import runtime_config
+from ccattler.engine.facts import CcaError
 
 _libc = ctypes.CDLL(None, use_errno=True)
 _MNT_DETACH = 2
@@ -43,6 +45,19 @@ def _umount(target: Path) -> None:
         _libc.umount2(str(target).encode(), _MNT_DETACH)
 
 
+def _host_resolv_conf() -> str | None:
+    """The host's resolv.conf for containers, unless it points at a loopback resolver (which a
+    container's own network namespace cannot reach, e.g. systemd-resolved's 127.0.0.53)."""
+    try:
+        lines = Path("/etc/resolv.conf").read_text().splitlines()
+    except OSError:
+        return None
+    servers = [line.split()[1] for line in lines if line.startswith("nameserver") and len(line.split()) > 1]
+    if not servers or any(s.startswith("127.") or s == "::1" for s in servers):
+        return None
+    return "\n".join(lines) + "\n"
+
+
 class RuncRuntime(Runtime):
     """Containers run by `runc` with the images of `images`."""
 
@@ -51,7 +66,7 @@ class RuncRuntime(Runtime):
 
     def __init__(self, state_dir: Path | str, images: ImageStore,
                  runc_root: Path | str = "/run/ccattler/runc", runc: str = "runc",
-                 cgroup_parent: str = "ccattler"):
+                 cgroup_parent: str = "ccattler", pull_missing: bool = True):
         if os.geteuid() != 0:
             raise ContainerError("the runc runtime needs root (use --runtime process for development)")
         if shutil.which(runc) is None:
@@ -63,6 +78,9 @@ class RuncRuntime(Runtime):
         self.root.mkdir(parents=True, exist_ok=True)
         self.runc = runc
         self.cgroup_parent = cgroup_parent
+        self.pull_missing = pull_missing
+        self._pulls: dict[str, threading.Lock] = {}
+        self._pulls_lock = threading.Lock()
 
     # -- lifecycle -----------------------------------------------------------------------------
     def create(self, spec: ContainerSpec) -> None:
@@ -70,8 +88,8 @@ class RuncRuntime(Runtime):
         bundle = self.bundles / cid
         if bundle.exists():
             raise ContainerError(f"container {spec.name} already exists")
-        image = self.images.resolve(spec.image)
-        lower = self.images.rootfs(spec.image)
+        image = self._image(spec.image)
+        lower = self.images.rootfs(image.name)
         try:
             for part in ("upper", "work", "rootfs"):
                 (bundle / part).mkdir(parents=True)
@@ -195,6 +213,27 @@ class RuncRuntime(Runtime):
             return f.read()
 
     # -- internals -----------------------------------------------------------------------------
+    def _image(self, name: str) -> Image:
+        """The image from the local store, pulled first when missing (once, however many wait)."""
+        try:
+            return self.images.resolve(name)
+        except ImageNotFound:
+            if not self.pull_missing:
+                raise
+        with self._pulls_lock:
+            lock = self._pulls.setdefault(name, threading.Lock())
+        with lock:
+            try:
+                return self.images.resolve(name)
+            except ImageNotFound:
+                from ccattler.agent.images.registry import pull
+
+                try:
+                    return pull(self.images, name)
+                except CcaError as exc:  # a registry or image error: say both what and why
+                    raise ImageNotFound(f"image {name} is not in the local store and pulling it failed: "
+                                        f"{exc}") from None
+
     def _runc(self, *args: str, check: bool = True) -> str:
         result = subprocess.run([self.runc, "--root", str(self.root), *args], stdin=subprocess.DEVNULL,
                                 capture_output=True, text=True, timeout=30)
@@ -236,6 +275,8 @@ class RuncRuntime(Runtime):
         files = {"/etc/hostname": spec.hostname + "\n"}
         hosts = "127.0.0.1\tlocalhost\n" + (f"{spec.ip}\t{spec.hostname}\n" if spec.ip else "")
         files["/etc/hosts"] = hosts
+        if resolv := _host_resolv_conf():
+            files["/etc/resolv.conf"] = resolv
         files.update({f.path: f.content for f in spec.files})
         for path, content in files.items():
             parts = [p for p in path.split("/") if p not in ("", ".")]

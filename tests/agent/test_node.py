@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from pathlib import Path
 
@@ -52,11 +53,13 @@ def test_crashing_process_restarts_with_backoff(tmp_path: Path) -> None:
         core.shutdown(remove=True)
 
 
-def test_many_sim_nodes_in_one_process() -> None:
+def test_many_sim_nodes_in_one_process_without_threads() -> None:
+    threads = threading.active_count()
     cores = [NodeCore(f"n{i}", SimRuntime()) for i in range(200)]
     for i, core in enumerate(cores):
         assert len(core.apply(slice_for(f"n{i}", f"web-{i}a", f"web-{i}b"))) == 2
     assert sum(len(c.runtime.list()) for c in cores) == 400
+    assert threading.active_count() == threads
     for core in cores:
         core.shutdown()
 

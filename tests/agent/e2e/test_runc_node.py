@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 from pathlib import Path
@@ -92,3 +93,12 @@ def test_orphans_are_collected_on_the_first_reconcile(node) -> None:
     node.converge({spec.key: spec}, running("web-a"))
     assert [s.name for s in node.runtime.list()] == [spec.key]
     assert list(node.network.attachments()) == [spec.key]
+
+
+def test_missing_image_is_pulled_and_failure_says_why(node) -> None:
+    spec = dataclasses.replace(node.spec("web-a", 2), image="127.0.0.1:1/tools/absent:1")
+    doc = node.reconciler.reconcile({spec.key: spec})["observed/instance/default/web-a"]
+    assert doc["state"] == "failed"
+    assert doc["reason"].startswith("start failed: image 127.0.0.1:1/tools/absent:1 is not in the local "
+                                    "store and pulling it failed: cannot reach registry http://127.0.0.1:1")
+    assert node.runtime.list() == []
