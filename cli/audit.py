@@ -24,7 +24,7 @@ def audit(limit: Annotated[int, typer.Option("--limit", "-n", help="How many rec
         ("request", lambda r: r["request_id"]), ("principal", lambda r: r["principal"]),
         ("verb", lambda r: r["verb"]), ("object", lambda r: r["object"]),
         ("decision", lambda r: r["decision"]),
-    ], output, wide=[("reason", lambda r: r["reason"].splitlines()[0] if r["reason"] else "")])
+    ], output, wide=[("reason", lambda r: " ".join(line.strip() for line in r["reason"].splitlines()))])
 
 
 def register(app: typer.Typer) -> None:

@@ -46,13 +46,16 @@ def join(
                                      help="The cluster's CA certificate (ca.crt from the control plane).")],
     node: Annotated[str | None, typer.Option("--node", help="Node name (default: this host's name).")] = None,
     context: Annotated[str, typer.Option("--context", help="Name of the context to write.")] = "node",
+    token_server: Annotated[str | None, typer.Option("--token-server", help="The server's bearer-token "
+                                                     "listener (default: the port after SERVER).")] = None,
 ) -> None:
     """Enrol this machine as a node: send a CSR with the token, receive a 24 h node certificate."""
     from ccattler.engine.api.enroll import join_cluster
     from ccattler.engine.clientconfig import cca_home, save_context
 
     name = node or socket.gethostname().split(".")[0]
-    joined = join_cluster(server, token, ca.resolve(), name, cca_home() / "nodes" / context, context)
+    joined = join_cluster(server, token, ca.resolve(), name, cca_home() / "nodes" / context, context,
+                          token_server)
     save_context(joined)
     typer.echo(f"node {name} joined {server}; certificate {joined.cert} (24 h, renewed by the agent)")
     typer.echo(f"context {context!r} written and made current")

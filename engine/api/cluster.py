@@ -70,6 +70,7 @@ class ClusterService:
         self.store, self.ca, self.keys = store, ca, keys
 
     def audit_object(self, method: str, request: Any) -> str | None:
+        """What a security-relevant call acts on, for its audit record (None: not audited)."""
         if method not in _AUDITED:
             return None
         if method in ("Apply", "Delete") and len(getattr(request, "sources", ())) > 0:
@@ -78,9 +79,9 @@ class ClusterService:
             return f"{request.kind} {request.name}"
         if method == "TokenCreate":
             return "join token"
-        name = getattr(request, "name", "")
+        noun = next(n for n in ("Policy", "Secret", "User") if method.startswith(n)).lower()
         tenant = getattr(request, "tenant", "")
-        return f"{method.removesuffix('Apply').removesuffix('Delete')} {tenant + '/' if tenant else ''}{name}"
+        return f"{noun} {tenant + '/' if tenant and '/' not in request.name else ''}{request.name}"
 
     # --- authorization -------------------------------------------------------------------------
 

@@ -29,10 +29,12 @@ def _write_pair(directory: Path, name: str, key_bytes: bytes, cert_bytes: bytes)
     return key_path, cert_path
 
 
-def join_cluster(server: str, token: str, ca_file: Path, node: str, directory: Path, context_name: str
-                 ) -> Context:
-    """Send a CSR for `node` with a join token; return a context that uses the new node certificate."""
-    bootstrap = Context(name=context_name, server=server, token_server=token_address(server), ca=str(ca_file))
+def join_cluster(server: str, token: str, ca_file: Path, node: str, directory: Path, context_name: str,
+                 token_server: str | None = None) -> Context:
+    """Send a CSR for `node` with a join token (to the bearer-token listener, by default the port
+    after `server`); return a context that uses the new node certificate."""
+    bootstrap = Context(name=context_name, server=server, token_server=token_server or token_address(server),
+                        ca=str(ca_file))
     key = new_key()
     with Client(bootstrap, anonymous=True) as anon:
         request = api_pb2.JoinRequest(token=token, node=node, csr=make_csr(key, node))

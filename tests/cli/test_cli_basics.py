@@ -68,3 +68,19 @@ def test_wrong_ca_and_wrong_address_say_what_failed(cli_cluster, tmp_path):
     assert f"127.0.0.1:{cli_cluster.port}" in result.output and str(foreign) in result.output
     result = cli_cluster.cca("status", "--server", "127.0.0.1:1")
     assert result.exit_code == 1 and "127.0.0.1:1" in result.output
+
+
+def test_join_a_node_with_a_token_once(cli_cluster, tmp_path):
+    token = cli_cluster.cca("token", "create", "--ttl", "5m").output.splitlines()[0]
+    ca = str(cli_cluster.home / "clusters" / "default" / "ca.crt")
+    node_home = {"CCA_HOME": str(tmp_path / "node-home")}
+    joined = cli_cluster.cca("join", f"127.0.0.1:{cli_cluster.port}", token, "--ca", ca, "--node", "n1",
+                             env=node_home)
+    assert joined.exit_code == 0, joined.output
+    key = tmp_path / "node-home" / "nodes" / "node" / "n1.key"
+    assert key.stat().st_mode & 0o077 == 0
+    again = cli_cluster.cca("join", f"127.0.0.1:{cli_cluster.port}", token, "--ca", ca, "--node", "n2",
+                            env=node_home)
+    assert again.exit_code == 1 and "already used" in again.output
+    as_node = cli_cluster.cca("user", "list", env=node_home)  # a node certificate is not an admin
+    assert as_node.exit_code == 1 and "denied" in as_node.output

@@ -124,8 +124,9 @@ def test_live_plan_and_explain(cli_cluster, tmp_path):
     """`diff --plan` places against the live state; `explain` says why, from the live snapshot."""
     (tmp_path / "nodes.cca").write_text(NODES)
     assert cli_cluster.cca("apply", str(tmp_path / "nodes.cca")).exit_code == 0
-    (tmp_path / "web.cca").write_text("service web {\n    image nginx:1.27\n    instances 2\n"
-                                      "    resources { cpu 1  memory 1Gi }\n    placement { zone spread }\n}\n")
+    (tmp_path / "web.cca").write_text(
+        "service web {\n    image nginx:1.27\n    instances 2\n"
+        "    resources { cpu 1  memory 1Gi }\n    placement { zone spread }\n}\n")
     planned = cli_cluster.cca("diff", str(tmp_path / "web.cca"), "--plan", "-o", "json")
     assert planned.exit_code == 0, planned.output
     placements = json.loads(planned.output)["plan"]["placements"]

@@ -143,3 +143,20 @@ def test_watch_slice_shows_only_the_nodes_placements(cluster, tmp_path):
     assert "derived/placement/shop/web-a1" in keys and "derived/placement/shop/web-c3" in keys
     assert "derived/placement/shop/web-b2" not in keys and "derived/firewall/n2" not in keys
     assert not any(k.startswith(("secret/", "auth/")) for k in keys)
+
+
+def test_enrol_with_join_cluster_then_renew_with_a_fresh_key(cluster, tmp_path):
+    from ccattler.engine.api.enroll import join_cluster, needs_renewal, renew_certificate
+
+    token, _ = create_token(cluster.store, "join", 60)
+    context = join_cluster(cluster.server.listen, token, cluster.files.ca_cert, "n7", tmp_path / "node", "n",
+                           token_server=cluster.server.token_listen)
+    first_key = (tmp_path / "node" / "n7.key").read_bytes()
+    assert not needs_renewal(context)
+    renew_certificate(context)
+    assert (tmp_path / "node" / "n7.key").read_bytes() != first_key
+    cert = load_cert((tmp_path / "node" / "n7.crt").read_bytes())
+    assert identity_of(cert).name == "n7" and identity_of(cert).kind == "node"
+    with Client(context) as client:
+        lease = client.unary(client.agent, "RegisterNode", api_pb2.RegisterRequest(node_json="{}"))
+    assert lease.lease and cluster.store.get("observed/node/n7") is not None
