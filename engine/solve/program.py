@@ -19,11 +19,13 @@ RULES_DIR = Path(__file__).resolve().parents[2] / "rules"
 
 @dataclass(frozen=True, slots=True)
 class Source:
-    """One piece of a program: a file on disk, or a named text (an operator policy from the store)."""
+    """One piece of a program: a file on disk, a named text (an operator policy from the store), or
+    parsed statements (clingo.ast, e.g. a program instrumented for test coverage)."""
 
     label: str
     path: Path | None = None
     text: str | None = None
+    statements: tuple[object, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 import clingo
+import clingo.ast
 from clingo import Symbol
 
 from ccattler.engine.solve.errors import GroundingError, MessageLog, map_clingo_errors
@@ -81,7 +82,11 @@ class Session:
         for source in self.program.sources:
             self._log.label = source.label
             with map_clingo_errors(self._log, "parse"):
-                if source.path is not None:
+                if source.statements is not None:
+                    with clingo.ast.ProgramBuilder(self._ctl) as builder:
+                        for statement in source.statements:
+                            builder.add(statement)
+                elif source.path is not None:
                     self._ctl.load(str(source.path))
                 else:
                     self._ctl.add("base", [], source.text or "")
