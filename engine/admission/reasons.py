@@ -20,7 +20,6 @@ if TYPE_CHECKING:
     from ccattler.engine.admission.evaluate import Context
 
 _PLACEHOLDER = re.compile(r"\{(\d+)\}")
-_OPS = {"==": "==", "!=": "!=", "in": "in", "not_in": "not_in"}
 
 
 def render_value(value: object) -> str:
@@ -69,12 +68,6 @@ def _values(attr: str, request: Request, state: str, context: Context) -> tuple[
     return tuple(v for k, v in object_attributes(request.ref, doc) if k == key)
 
 
-def _shown(attr: str, values: tuple[str, ...]) -> str:
-    if not values:
-        return f"{attr} is not set"
-    return f"{attr} is " + " | ".join(f'"{v}"' for v in values)
-
-
 def _no_role(reject: Reject, request: Request | None, context: Context) -> tuple[str, str]:
     verb, kind, name = (render_value(a) for a in reject.arguments)
     where = ""
@@ -86,28 +79,31 @@ def _no_role(reject: Reject, request: Request | None, context: Context) -> tuple
 
 def _condition_false(reject: Reject, request: Request | None, context: Context) -> tuple[str, str]:
     index, state = reject.arguments
-    policy = context.policies.get(render_value(reject.target)) or {}
-    conditions = policy.get("when") or []
+    state = render_value(state)
+    conditions = (context.policies.get(render_value(reject.target)) or {}).get("when") or []
     if request is None or not isinstance(index, int) or index >= len(conditions):
         return render_value(reject.arguments), f"condition {index} does not hold"
     cond = conditions[index]
     operand = cond["operand"]
-    operand_text = f"[{', '.join(operand)}]" if isinstance(operand, list) else str(operand)
-    state = render_value(state)
-    parts = [_shown(cond["attr"], _values(cond["attr"], request, state, context))]
-    offending = [f"{cond['attr']}={'|'.join(_values(cond['attr'], request, state, context)) or '(unset)'}"]
+    # The attributes the condition reads: its own, and its operand when that names one.
+    attrs = [cond["attr"]]
     if isinstance(operand, str) and operand.partition(".")[0] in {"subject", "resource"}:
-        values = _values(operand, request, state, context)
-        parts.append(_shown(operand, values))
-        offending.append(f"{operand}={'|'.join(values) or '(unset)'}")
+        attrs.append(operand)
+    values = {attr: _values(attr, request, state, context) for attr in attrs}
+    offending = ", ".join(f"{attr}={'|'.join(v) or '(unset)'}" for attr, v in values.items())
+    shown = "; ".join(
+        f"{attr} is " + (" | ".join(f'"{x}"' for x in v) if v else "not set") for attr, v in values.items()
+    )
+    # An update judged before and after: say which, unless both read the same values.
     other = "new" if state == "old" else "old"
-    same = [_values(a, request, other, context) for a in (cond["attr"], operand) if isinstance(a, str)] == [
-        _values(a, request, state, context) for a in (cond["attr"], operand) if isinstance(a, str)
-    ]
-    when = "" if request.old is None or request.new is None or same else (
-        " as it is" if state == "old" else " as it would be")
-    text = f"`when {cond['attr']} {_OPS.get(cond['op'], cond['op'])} {operand_text}` is false"
-    return ", ".join(offending), f"{text} for {request.ref}{when} ({'; '.join(parts)})"
+    when = ""
+    if request.old is not None and request.new is not None and any(
+        _values(attr, request, other, context) != v for attr, v in values.items()
+    ):
+        when = " as it is" if state == "old" else " as it would be"
+    operand_text = f"[{', '.join(operand)}]" if isinstance(operand, list) else str(operand)
+    text = f"`when {cond['attr']} {cond['op']} {operand_text}` is false for {request.ref}{when}"
+    return offending, f"{text} ({shown})"
 
 
 _UNITS = {"cpu": "m", "memory": "Mi", "storage": "Mi"}
