@@ -2,7 +2,8 @@
 
 A candidate creates the key bound to its own lease, only if absent (compare mod_revision 0), and
 keeps the lease alive every `ttl / 3`. It steps down as soon as a keepalive fails, the key is no
-longer the one it created, or the store has been unreachable for a whole `ttl`. The key's
+longer the one it created, or the store has been unreachable for a whole `ttl`, and then waits
+`ttl / 3` before campaigning again, so a healthy follower (woken by the key's deletion) wins. The key's
 mod_revision is the fencing token: the runner guards every commit with it (`fence`).
 """
 
@@ -84,11 +85,14 @@ class LeaderElection:
                     if fact is None or fact.mod_revision != self._fence.mod_revision:
                         log.warning("runner %s: leader key changed hands; stepping down", self.identity)
                         self._step_down(revoke=True)
+                        self._stopped.wait(period)
                         continue
                     last_ok = time.monotonic()
             except LeaseNotFound:
                 log.warning("runner %s: leader lease expired; stepping down", self.identity)
                 self._step_down(revoke=False)
+                # Let a healthy peer (woken by the key's deletion) win before campaigning again.
+                self._stopped.wait(period)
             except StoreError as exc:
                 if self._fence is not None and time.monotonic() - last_ok >= self.ttl:
                     log.warning("runner %s: store unreachable for %.1fs (%s); stepping down",

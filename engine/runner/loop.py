@@ -69,6 +69,8 @@ class Runner:
         self._leading = False
         self._stopped = threading.Event()
         self._own_revisions: dict[str, deque[int]] = {c.name: deque(maxlen=64) for c in self.controllers}
+        self._retry_at: dict[str, float] = {}  # controllers waiting out an error backoff
+        self._failures: dict[str, int] = {c.name: 0 for c in self.controllers}
         self._cache: FactCache | None = None
         self._thread: threading.Thread | None = None
         self._idle = threading.Event()
@@ -136,12 +138,19 @@ class Runner:
         while not self._stopped.is_set():
             with self._wake:
                 leading = self._leading
-                if leading and not self._dirty:
-                    self._idle.set()
-                    self._wake.wait(timeout=max(0.0, next_resync - time.monotonic()))
-                elif not leading:
+                now = time.monotonic()
+                for name, at in list(self._retry_at.items()):
+                    if at <= now:  # its error backoff is over: run it again
+                        del self._retry_at[name]
+                        self._dirty.add(name)
+                if not leading:
                     self._idle.clear()
                     self._wake.wait(timeout=0.5)
+                elif not self._dirty and now < next_resync:
+                    self._idle.set()
+                    wake_at = min([next_resync, *self._retry_at.values()])
+                    self._wake.wait(timeout=max(0.0, wake_at - now))
+                    continue
             if not leading:
                 self._drop_cache()  # a follower keeps no views: they would go stale unwatched
                 continue
@@ -193,9 +202,12 @@ class Runner:
                                fence=fence, max_ops=self.max_ops, max_bytes=self.max_bytes)
             except Exception:  # a controller bug or a store failure must not end the loop
                 stats.errors += 1
-                log.exception("runner %s: controller %s failed", self.identity, controller.name)
-                self._stopped.wait(backoff(attempt, base=0.1))
-                continue
+                failures = self._failures[controller.name] = self._failures[controller.name] + 1
+                log.exception("runner %s: controller %s failed (%d in a row)",
+                              self.identity, controller.name, failures)
+                self._defer(controller, backoff(failures, base=0.1, cap=30.0))
+                return
+            self._failures[controller.name] = 0
             result = outcome.result
             if result is not None and result.revision is not None:
                 self._own_revisions[controller.name].append(result.revision)
@@ -209,5 +221,9 @@ class Runner:
             self._stopped.wait(backoff(attempt))
         log.warning("runner %s: controller %s still conflicting after %d attempts; will retry",
                     self.identity, controller.name, MAX_ATTEMPTS)
+        self._defer(controller, backoff(MAX_ATTEMPTS, cap=2.0))
+
+    def _defer(self, controller: Controller, delay: float) -> None:
+        """Run `controller` again after `delay` seconds, without holding up the others."""
         with self._wake:
-            self._dirty.add(controller.name)
+            self._retry_at[controller.name] = time.monotonic() + delay
