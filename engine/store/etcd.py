@@ -50,7 +50,11 @@ class EtcdStore(Store):
         self._prefix = prefix.encode()
         self._conn = Connection(endpoints, self.url, timeout, credentials)
         self._watches: set[EtcdWatch] = set()
-        self.revision()  # fail now, naming the URL, if no endpoint answers
+        try:
+            self.revision()  # fail now, naming the URL, if no endpoint answers
+        except StoreError:
+            self._conn.close()
+            raise
 
     def _key(self, key: str) -> bytes:
         return self._prefix + key.encode()
