@@ -55,7 +55,7 @@ class _View:
 
 class FactCache:
     """Per-prefix views fed by watches; `on_change(key, revision)` is called after each applied event
-    (`key` is the prefix itself after a re-list)."""
+    that changed a value (`key` is the prefix itself after a re-list)."""
 
     def __init__(self, store: Store, prefixes: Iterable[str], on_change: Callable[[str, int], None]) -> None:
         self._store = store
@@ -117,7 +117,8 @@ class FactCache:
                     view.mods.pop(event.key, None)
                 view.revision = max(view.revision, event.revision)
                 self._lock.notify_all()
-            self._on_change(event.key, event.revision)
+            if event.kind != "put" or event.value != event.prev_value:
+                self._on_change(event.key, event.revision)  # a rewrite of the same value triggers nothing
 
     def relist(self, prefixes: Iterable[str]) -> None:
         """Re-read the views covering `prefixes` from the store (after repeated conflicts)."""

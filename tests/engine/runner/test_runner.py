@@ -158,3 +158,19 @@ def test_read_your_writes_waits_per_view_without_stalling(store, runners, caplog
     assert runner.wait_idle(10)
     assert "has not delivered" not in caplog.text
     assert runner.stats["fanout"].commits == 6 and runner.stats["fanout"].conflicts == 0
+
+
+def test_rewriting_the_same_value_triggers_nothing(store, runners):
+    copy = Copy()
+    store.put("in/a", {"v": 1})
+    runner = runners(store, [copy])
+    assert eventually(lambda: store.get("out/a") is not None)
+    assert runner.wait_idle(10)
+    before = len(copy.calls)
+    for _ in range(5):
+        store.put("in/a", {"v": 1})  # e.g. an agent re-registering unchanged facts
+    time.sleep(0.3)
+    assert runner.wait_idle(10)
+    assert len(copy.calls) == before
+    store.put("in/a", {"v": 2})
+    assert eventually(lambda: store.get("out/a").value == {"v": 2})
