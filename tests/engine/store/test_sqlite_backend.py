@@ -100,3 +100,18 @@ def test_a_closed_store_says_so(url):
     store.close()
     with pytest.raises(StoreError, match="is closed"):
         store.get("a")
+
+
+def test_a_failed_commit_writes_nothing_and_the_store_goes_on(url):
+    with open_store(url) as store, store.watch("full/") as watch:
+        before = store.put("full/a", 1)
+        pages = store._conn.execute("PRAGMA page_count").fetchone()[0]
+        store._conn.execute(f"PRAGMA max_page_count={pages}")  # the disk is "full" from now on
+        with pytest.raises(StoreError, match="commit failed: database or disk is full"):
+            store.txn(puts={f"full/{i:04}": "x" * 2000 for i in range(200)})
+        assert store.revision() == before
+        assert [fact.key for fact in store.range("full/")[0]] == ["full/a"]
+        store._conn.execute("PRAGMA max_page_count=1073741823")
+        after = store.put("full/b", 2)
+        assert after == before + 1
+        assert [event.revision for event in (watch.get(timeout=1), watch.get(timeout=1))] == [before, after]
