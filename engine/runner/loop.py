@@ -97,7 +97,8 @@ class Runner:
             self._cache = None
 
     def wait_idle(self, timeout: float) -> bool:
-        """Wait until the runner leads and has nothing pending (for tests and `cca up`)."""
+        """Wait until the runner leads and has nothing pending among the events its watches have
+        delivered so far (a write made just before the call may not have arrived yet)."""
         deadline = time.monotonic() + timeout
         while (left := deadline - time.monotonic()) > 0:
             if self._idle.wait(timeout=left):
