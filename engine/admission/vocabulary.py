@@ -259,6 +259,12 @@ def add_quota(
             _add_usage(facts, Const("new"), tenant, after)
 
 
+def committed_instances(doc: Mapping[str, Any]) -> int:
+    """What a service always runs: its `instances`, or its autoscaling minimum when higher."""
+    horizontal = (doc.get("scale") or {}).get("horizontal") or {}
+    return max(int(doc.get("instances") or 0), int(horizontal.get("min") or 0))
+
+
 def _add_usage(facts: Facts, state: Const, tenant: str, docs: Mapping[str, Mapping[str, Any]]) -> None:
     services, volumes = f"desired/service/{tenant}/", f"desired/volume/{tenant}/"
     for key, doc in docs.items():
@@ -266,7 +272,7 @@ def _add_usage(facts: Facts, state: Const, tenant: str, docs: Mapping[str, Mappi
             resources = doc.get("resources") or {}
             facts.add(
                 "tenant_service", state, tenant, doc["name"],
-                _int(doc.get("instances"), f"{key} instances"),
+                _int(committed_instances(doc), f"{key} instances"),
                 _int(resources.get("cpu"), f"{key} cpu"),
                 _int(_mib(resources.get("memory")), f"{key} memory (MiB)"),
             )

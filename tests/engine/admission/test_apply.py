@@ -89,6 +89,15 @@ def test_quota_counts_the_whole_tenant_after_the_apply(store):
         apply_compiled(store, ADMIN, dict([service("payments/checkout", instances=3)]), {"shop.cca"})
 
 
+def test_quota_counts_the_autoscaling_minimum(store):
+    seed(store, tenant("t", instances=4))
+    key, doc = service("t/a", instances=1)
+    doc["scale"] = {"horizontal": {"min": 5, "max": 9}, "vertical": None}
+    with pytest.raises(Denied) as info:
+        apply_compiled(store, ADMIN, {key: doc}, {"a.cca"})
+    assert info.value.denials[0].value == "instances 5 > 4"
+
+
 def test_memory_quota_in_mib(store):
     seed(store, tenant("t", memory=1024 * 2**20))
     ok = dict([service("t/a", instances=4, memory=256 * 2**20)])
