@@ -1,6 +1,7 @@
-"""A node's slice of the state: what its agent may watch (its placements, the specs and instances
-they need, its firewall, node condition and subnet, endpoints and names), never secrets or other
-nodes' rules. `node_slice` streams it: the current slice first (when not resuming), then changes."""
+"""A node's slice of the state: what its agent may watch (its placements and instance addresses, the
+specs and instances they need, its firewall, node condition, subnets, endpoints and names), never
+secrets or other nodes' placements and rules. `node_slice` streams it: the current slice first (when
+not resuming), then changes."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ _SHARED = ("desired/service/", "derived/instance/", "derived/endpoint/", "derive
 
 def _visible(node: str, event: Event) -> bool:
     key = event.key
-    if key.startswith("derived/placement/"):
+    if key.startswith(("derived/placement/", "derived/network/ip/")):
         doc = event.value if event.value is not None else event.prev_value
         return doc is None or doc.get("node") == node
     if key.startswith(_SHARED):

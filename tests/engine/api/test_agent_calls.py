@@ -127,6 +127,8 @@ def test_watch_slice_shows_only_the_nodes_placements(cluster, tmp_path):
         ("derived/placement/shop/web-a1", {"service": "shop/web", "node": "n1"}),
         ("derived/placement/shop/web-b2", {"service": "shop/web", "node": "n2"}),
         ("derived/firewall/n2", {"rules": []}),
+        ("derived/network/ip/shop/web-a1", {"ip": "10.88.1.5", "node": "n1"}),
+        ("derived/network/ip/shop/web-b2", {"ip": "10.88.2.5", "node": "n2"}),
     ])
     client, _ = join(cluster, tmp_path, "n1")
     with client:
@@ -142,6 +144,7 @@ def test_watch_slice_shows_only_the_nodes_placements(cluster, tmp_path):
     keys = [k for _, k in seen]
     assert "derived/placement/shop/web-a1" in keys and "derived/placement/shop/web-c3" in keys
     assert "derived/placement/shop/web-b2" not in keys and "derived/firewall/n2" not in keys
+    assert "derived/network/ip/shop/web-a1" in keys and "derived/network/ip/shop/web-b2" not in keys
     assert not any(k.startswith(("secret/", "auth/")) for k in keys)
 
 
