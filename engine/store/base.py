@@ -128,7 +128,8 @@ class Store(abc.ABC):
 
         Pass the revision a `range` returned to see every change after that snapshot. If that
         history has been compacted, the first event is `Event("resync", prefix, None, R)`: re-read
-        with `range(prefix)` (at R or later); the watch goes on with the events after R.
+        with `range(prefix)` (at R or later); the watch goes on with the events after R. A reader
+        that falls 100,000 events behind gets the same resync in place of its backlog.
         """
 
     @abc.abstractmethod

@@ -1,4 +1,8 @@
-"""A `Watch` fed by a producer thread: events are pushed at commit time and woken without polling."""
+"""A `Watch` fed by a producer thread: events are pushed at commit time and woken without polling.
+
+Knob: `max_pending` — a consumer that falls this many events behind gets its backlog replaced by
+one resync event (re-read with `range`), so a stalled reader cannot eat the server's memory.
+"""
 
 from __future__ import annotations
 
@@ -8,12 +12,20 @@ from collections.abc import Callable, Iterable
 
 from ccattler.engine.store.base import Event, Watch
 
+MAX_PENDING = 100_000
+
 
 class QueueWatch(Watch):
-    """An unbounded per-watch queue; the backend pushes, the consumer `get`s, `cancel` unhooks it."""
+    """A per-watch queue; the backend pushes, the consumer `get`s, `cancel` unhooks it."""
 
-    def __init__(self, prefix: str, on_cancel: Callable[[QueueWatch], None] | None = None) -> None:
+    def __init__(
+        self,
+        prefix: str,
+        on_cancel: Callable[[QueueWatch], None] | None = None,
+        max_pending: int = MAX_PENDING,
+    ) -> None:
         self.prefix = prefix
+        self.max_pending = max_pending
         self._events: deque[Event] = deque()
         self._cond = threading.Condition(threading.Lock())
         self._cancelled = False
@@ -28,6 +40,11 @@ class QueueWatch(Watch):
             if self._cancelled:
                 return
             self._events.extend(events)
+            if len(self._events) > self.max_pending:
+                # Everything queued is at or before the newest revision: one resync replaces it.
+                newest = max(event.revision for event in self._events)
+                self._events.clear()
+                self._events.append(Event("resync", self.prefix, None, newest))
             self._cond.notify_all()
 
     def get(self, timeout: float | None = None) -> Event | None:
