@@ -25,7 +25,21 @@ def node_classes(nodes: Iterable[Node]) -> dict[str, str]:
 
 
 def node_facts(nodes: Mapping[str, Node], classes: Mapping[str, str]) -> list[Symbol]:
-    """The facts of the nodes themselves (usage apart): the same for every round of a plan."""
+    """The facts of the nodes themselves (usage apart): the same for every round of a plan, and
+    for every tick while the nodes do not change (cached)."""
+    key = tuple(sorted(nodes.items()))
+    ident = (key, tuple(sorted(classes.items())))
+    cached = _NODE_CACHE.get(ident)
+    if cached is None:
+        _NODE_CACHE.clear()  # keep one cluster's worth
+        cached = _NODE_CACHE[ident] = _node_facts(nodes, classes)
+    return cached
+
+
+_NODE_CACHE: dict[tuple[object, ...], list[Symbol]] = {}
+
+
+def _node_facts(nodes: Mapping[str, Node], classes: Mapping[str, str]) -> list[Symbol]:
     facts = []
     for name in sorted(nodes):
         node = nodes[name]

@@ -96,11 +96,19 @@ class Cluster:
 
     @classmethod
     def from_snapshot(cls, snapshot: Snapshot) -> Cluster:
+        groups: dict[str, list[tuple[str, Any]]] = {p: [] for p in (SERVICES, PLACEMENTS, INSTANCES)}
+        for key, value in snapshot.values.items():  # one pass, not one scan per prefix
+            for prefix, group in groups.items():
+                if key.startswith(prefix):
+                    group.append((key, value))
+                    break
+        for group in groups.values():
+            group.sort(key=lambda item: item[0])
         nodes = _nodes(snapshot)
-        services = {s.name: s for s in (_service(doc) for _, doc in snapshot.under(SERVICES))}
-        existing = dict(snapshot.under(PLACEMENTS))
+        services = {s.name: s for s in (_service(doc) for _, doc in groups[SERVICES])}
+        existing = dict(groups[PLACEMENTS])
         instances = []
-        for key, doc in snapshot.under(INSTANCES):
+        for key, doc in groups[INSTANCES]:
             tenant = key[len(INSTANCES):].split("/", 1)[0]
             placement = existing.get(f"{PLACEMENTS}{tenant}/{doc['name']}") or {}
             node = placement.get("node")

@@ -83,17 +83,26 @@ class Plan:
     solve_seconds: float = 0.0
 
 
+def _replica_order(inst: Instance) -> tuple[bool, int, str]:
+    return (inst.ordinal is None, inst.ordinal or 0, inst.name)
+
+
 def slots_of(cluster: Cluster, members: Mapping[str, list[str]]) -> dict[str, list[Slot]]:
-    """unit → its replicas, in a stable order; a group slot is placed only if all its members are
-    on one node (otherwise the whole slot is placed again)."""
+    """unit → its replicas, in a stable order, for the units with something to place (a group slot
+    is placed only if all its members are on one node; otherwise the whole slot is placed again)."""
     by_service: dict[str, list[Instance]] = defaultdict(list)
+    open_services = set()
     for inst in cluster.instances:
         if inst.service in cluster.services:
             by_service[inst.service].append(inst)
+            if inst.node is None:
+                open_services.add(inst.service)
     slots: dict[str, list[Slot]] = {}
     for unit, names in members.items():
-        lists = [sorted(by_service[n], key=lambda i: (i.ordinal is None, i.ordinal or 0, i.name))
-                 for n in names]
+        if len(names) == 1 and names[0] not in open_services:
+            slots[unit] = [Slot((i,), i.node) for i in by_service[names[0]]]
+            continue
+        lists = [sorted(by_service[n], key=_replica_order) for n in names]
         width = max((len(x) for x in lists), default=0)
         unit_slots = []
         for index in range(width):
