@@ -206,8 +206,11 @@ class ClusterService:
             return
         parts = prefix.split("/")
         kind = parts[1] if len(parts) > 2 else ""
+        if not kind:  # every kind at once: only for whoever may read everything
+            self._allow(call, "cluster.admin")
+            return
         if kind not in OBJECT_CAPABILITY_KIND:
-            raise BadRequest("watch desired/<kind>/… (e.g. desired/service/)")
+            raise BadRequest(f"unknown kind {kind!r} in watch prefix {prefix!r}")
         tenant = parts[2] if len(parts) > 3 and parts[2] else None
         self._allow(call, f"{OBJECT_CAPABILITY_KIND[kind]}.read", _scope(tenant))
 
