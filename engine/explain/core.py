@@ -21,11 +21,9 @@ from ccattler.engine.solve.program import load_program
 from ccattler.engine.solve.solver import Session
 from ccattler.engine.solve.symbols import to_python
 
-#: Facts whose presence can block a placement; everything else is fixed in the check.
-ASSUMABLE = frozenset({
-    "require", "pin_zone", "pin_arch", "node_zone", "node_arch", "node_restrict", "node_used",
-    "node_unready",
-})
+#: Facts whose presence can only block a placement (never enable one), so deleting one of them
+#: can only help; everything else (capacity, zones, labels, acceptances) is fixed in the check.
+ASSUMABLE = frozenset({"require", "pin_zone", "pin_arch", "node_restrict", "node_used", "node_unready"})
 #: How many node names a grouped blocker lists before "+N more".
 SHOW_NODES = 5
 
@@ -53,7 +51,12 @@ def blocking_facts(
     first = session.solve(assumptions=everything, optimize=False)
     if first.satisfiable is not False:
         return ()
-    core = [lit for lit in everything if lit in set(first.core)]
+    # Try deleting node facts before the service's own requirements, so an explanation names
+    # what the service asks for whenever that alone suffices.
+    by_literal = {lit: sym for sym, lit in literals.items()}
+    in_core = set(first.core)
+    core = sorted((lit for lit in everything if lit in in_core),
+                  key=lambda lit: (not by_literal[lit].name.startswith("node_"), lit))
     index = 0
     while index < len(core):
         trial = core[:index] + core[index + 1:]
@@ -64,7 +67,6 @@ def blocking_facts(
             core = trial
         else:
             index += 1
-    by_literal = {lit: sym for sym, lit in literals.items()}
     return tuple(_describe([by_literal[lit] for lit in core]))
 
 
@@ -93,8 +95,6 @@ def _describe(blockers: list[Symbol]) -> list[str]:
         what = {
             "node_used": ("is" if one else "are") + " full with the requests already placed there",
             "node_restrict": ("restricts " if one else "restrict ") + str(value),
-            "node_zone": ("is" if one else "are") + f" in zone {value}",
-            "node_arch": ("has" if one else "have") + f" architecture {value}",
             "node_unready": ("is " if one else "are ") + str(value),
         }.get(name, name)
         lines.append(f"{'node' if one else 'nodes'} {shown} {what}")

@@ -1,0 +1,153 @@
+"""`cca plan` and `--explain` end to end: .cca files → compiled facts → settled store → output."""
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from ccattler.cli.main import app
+from ccattler.dsl import compile_sources, load_sources
+from ccattler.engine.explain import explain
+from ccattler.engine.explain.offline import PlanReport, simulate
+
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
+
+UNPLACEABLE = """
+node a1 { zone a  capacity { cpu 4  memory 8Gi }  label disk = ssd }
+node a2 { zone a  capacity { cpu 4  memory 8Gi }  restrict dedicated }
+node b1 { zone b  capacity { cpu 2  memory 4Gi }  label gpu = true }
+
+service ml {
+    image busybox
+    instances 2
+    resources { cpu 1  memory 1Gi }
+    placement { require gpu = true  zone a }
+}
+
+service big {
+    image busybox
+    instances 3
+    resources { cpu 3  memory 2Gi }
+}
+
+service payments/checkout {
+    image busybox
+    instances 2
+    resources { cpu 500m  memory 256Mi }
+}
+"""
+
+
+def plan_json(*args: str) -> dict:
+    result = CliRunner().invoke(app, ["plan", *args, "-o", "json"])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.output)
+
+
+def test_sim_cluster_json_contract():
+    out = plan_json(str(EXAMPLES / "sim-cluster.cca"))
+    assert set(out) == {"placements", "unplaced"}
+    assert out["unplaced"] == []
+    by_service: dict[str, list[str]] = {}
+    for p in out["placements"]:
+        assert set(p) == {"instance", "service", "node"}
+        by_service.setdefault(p["service"], []).append(p["node"])
+    assert len(by_service["web"]) == 6 and by_service["trainer"] == ["n4"]
+    zone = {"n1": "a", "n2": "a", "n3": "b", "n4": "b", "n5": "c", "n6": "c"}
+    assert sorted(zone[n] for n in by_service["web"]) == ["a", "a", "b", "b", "c", "c"]
+    assert not set(by_service["cache"]) & set(by_service["web"])
+
+
+def test_unplaced_instances_carry_reasons(tmp_path):
+    path = tmp_path / "cluster.cca"
+    path.write_text(UNPLACEABLE)
+    out = plan_json(str(path))
+    unplaced = {u["instance"]: u for u in out["unplaced"]}
+    ml = [u for u in unplaced.values() if u["service"] == "ml"]
+    assert len(ml) == 2
+    assert "2 nodes: missing label gpu=true" in ml[0]["reasons"]
+    assert "1 node: not in zone a (node zone: b)" in ml[0]["reasons"]
+    big = [u for u in unplaced.values() if u["service"] == "big"]
+    assert len(big) == 2 and any("insufficient cpu (need 3000m" in r for r in big[0]["reasons"])
+    checkout = [p for p in out["placements"] if p["service"] == "payments/checkout"]
+    assert len(checkout) == 2 and all(p["instance"].startswith("payments/checkout-") for p in checkout)
+
+
+def test_table_output_is_readable(tmp_path):
+    path = tmp_path / "cluster.cca"
+    path.write_text(UNPLACEABLE)
+    result = CliRunner().invoke(app, ["plan", str(path)])
+    assert result.exit_code == 0
+    assert "SERVICE" in result.output and "WHY NOT PLACED" in result.output
+    assert "placed" in result.output and "unplaced on 3 nodes" in result.output
+
+
+@pytest.mark.parametrize(("text", "fragment"), [
+    pytest.param("service web {\n  image busybox\n  instances x\n}\n", "bad.cca:3", id="syntax"),
+    pytest.param("service web {\n  instances 2\n}\n", "bad.cca", id="missing-image"),
+])
+def test_invalid_input_exits_1_with_position(tmp_path, text, fragment):
+    path = tmp_path / "bad.cca"
+    path.write_text(text)
+    result = CliRunner().invoke(app, ["plan", str(path)])
+    assert result.exit_code == 1
+    assert fragment in result.output and "Traceback" not in result.output
+
+
+def test_bad_output_format_is_usage_error():
+    result = CliRunner().invoke(app, ["plan", str(EXAMPLES / "sim-cluster.cca"), "-o", "yaml"])
+    assert result.exit_code == 2
+
+
+def snapshot_of(text: str, tmp_path: Path):
+    path = tmp_path / "c.cca"
+    path.write_text(text)
+    return simulate(compile_sources(load_sources([path])))
+
+
+def test_explain_chosen_nodes_and_filtered_reasons():
+    snapshot = simulate(compile_sources(load_sources([EXAMPLES / "sim-cluster.cca"])))
+    web = explain(snapshot, "web")
+    assert sum(c.replicas for c in web.chosen) == 6
+    assert sum(r["nodes"] for r in web.filtered if r["code"] == "restricted") == 2
+    cache = explain(snapshot, "cache")
+    assert {r["code"]: r["nodes"] for r in cache.filtered}["separate_from"] == 3
+    assert any(t[0] == "node_spread" for c in cache.chosen for t in c.terms) or cache.chosen
+
+
+def test_explain_unplaced_gives_minimal_blockers(tmp_path):
+    snapshot = snapshot_of(UNPLACEABLE, tmp_path)
+    ml = explain(snapshot, "ml")
+    assert ml.unplaced == 2 and ml.chosen == ()
+    # Two minimal sets exist; deletion finds one of them (each member needed, none extra).
+    assert sorted(ml.blockers) in (
+        ["ml is pinned to zone a", "ml requires label gpu=true"],
+        ["ml is pinned to zone a", "node a1 is full with the requests already placed there",
+         "node a2 restricts dedicated"],
+    )
+    big = explain(snapshot, "big")
+    assert big.unplaced == 2
+    assert "node a1 is full with the requests already placed there" in big.blockers
+    assert "node a2 restricts dedicated" in big.blockers
+
+
+def test_explain_by_instance_and_unknown_name(tmp_path):
+    snapshot = snapshot_of(UNPLACEABLE, tmp_path)
+    report = PlanReport.from_snapshot(snapshot)
+    instance = next(p.instance for p in report.placements if p.service == "payments/checkout")
+    assert explain(snapshot, instance).service == "payments/checkout"
+    result = CliRunner().invoke(app, ["plan", "--explain", "nope", str(EXAMPLES / "sim-cluster.cca")])
+    assert result.exit_code == 1 and "no service or instance 'nope'" in result.output
+
+
+def test_explain_json(tmp_path):
+    shutil.copy(EXAMPLES / "sim-cluster.cca", tmp_path / "sim.cca")
+    args = ["plan", str(tmp_path / "sim.cca"), "--explain", "trainer", "-o", "json"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.output)
+    assert out["chosen"][0]["node"] == "n4"
+    assert {"reason": "missing label gpu=true", "code": "missing_label", "args": ["gpu", "true"],
+            "nodes": 5} in out["filtered"]
