@@ -16,7 +16,7 @@ from google.protobuf.message import DecodeError
 
 from ccattler.engine.admission.model import Principal
 from ccattler.engine.api import audit
-from ccattler.engine.api.errors import BadRequest, RateLimited, status_of
+from ccattler.engine.api.errors import BadRequest, RateLimited, Unauthenticated, status_of
 from ccattler.engine.api.gen.ccattler.v1 import api_pb2
 from ccattler.engine.api.limits import RateLimiter
 from ccattler.engine.api.metrics import ApiMetrics
@@ -45,6 +45,8 @@ class Plumbing:
     authenticate: Callable[[grpc.ServicerContext], Principal]
     limiter: RateLimiter
     metrics: ApiMetrics
+    #: Failed authentications per peer host: past it, failures are refused without an audit write.
+    failures: RateLimiter
 
 
 def _parse(cls: type, raw: bytes) -> Any:
@@ -65,8 +67,15 @@ class _Handling:
 
     def begin(self, context: grpc.ServicerContext) -> Call:
         peer = context.peer()
-        principal = None if self.public else self.plumbing.authenticate(context)
-        key = principal.name if principal else peer.rsplit(":", 1)[0]
+        host = peer.rsplit(":", 1)[0]
+        try:
+            principal = None if self.public else self.plumbing.authenticate(context)
+        except Unauthenticated:
+            if not self.plumbing.failures.allow(host):
+                self.plumbing.metrics.denials.labels("rate").inc()
+                raise RateLimited(f"too many failed authentications from {host}; retry later") from None
+            raise
+        key = principal.name if principal else host
         if not self.plumbing.limiter.allow(key):
             self.plumbing.metrics.denials.labels("rate").inc()
             raise RateLimited(f"rate limit exceeded for {key}; retry in a moment")

@@ -4,7 +4,8 @@
 admin, nodes, workloads); `token_listen` (default: the next port) is server-verified TLS where users
 present bearer tokens and joining nodes present join tokens. gRPC's Python API cannot ask for an
 optional client certificate on one port, hence two. Limits: `max_message_bytes`, `rate`/`burst` per
-caller. `/metrics` and `/healthz` are plain HTTP on `metrics_listen` (localhost by default).
+caller, `auth_failure_rate`/`_burst` per host (failed logins are audited only up to that rate).
+`/metrics` and `/healthz` are plain HTTP on `metrics_listen` (localhost by default).
 """
 
 from __future__ import annotations
@@ -38,6 +39,8 @@ class ServerOptions:
     max_message_bytes: int = 4 * 1024 * 1024
     rate: float = 50.0
     burst: int = 100
+    auth_failure_rate: float = 1.0
+    auth_failure_burst: int = 20
     workers: int = 32
 
 
@@ -54,6 +57,7 @@ class ApiServer:
             raise CcaError(f"server certificate not found: {exc.filename} (run `cca init`)") from None
         self.metrics = ApiMetrics()
         limiter = RateLimiter(options.rate, options.burst)
+        failures = RateLimiter(options.auth_failure_rate, options.auth_failure_burst)
         cluster, agent = ClusterService(store, ca, keys), AgentService(store, ca, keys)
         grpc_options = [("grpc.max_receive_message_length", options.max_message_bytes),
                         ("grpc.max_send_message_length", 64 * 1024 * 1024),
@@ -61,7 +65,7 @@ class ApiServer:
 
         def listener(authenticate, public: frozenset[str], address: str, mutual: bool
                      ) -> tuple[grpc.Server, int]:
-            plumbing = Plumbing(store, authenticate, limiter, self.metrics)
+            plumbing = Plumbing(store, authenticate, limiter, self.metrics, failures)
             server = grpc.server(futures.ThreadPoolExecutor(options.workers, thread_name_prefix="cca-api"),
                                  options=grpc_options)
             server.add_generic_rpc_handlers([handler("Cluster", cluster, plumbing, public),

@@ -111,3 +111,18 @@ def test_rate_limit_is_resource_exhausted(make_cluster):
             except ApiError as exc:
                 codes.append(exc.code)
     assert codes == ["ok", "ok", grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.RESOURCE_EXHAUSTED]
+
+
+def test_failed_logins_are_rate_limited_per_host_and_audited_only_up_to_the_limit(make_cluster):
+    c = make_cluster(auth_failure_rate=0.01, auth_failure_burst=3, metrics_listen=None)
+    bad = c.context(cert=None, key=None, token="cca.0123456789ab." + "y" * 40)
+    codes = []
+    with Client(bad) as client:
+        for _ in range(6):
+            try:
+                client.json("Status")
+            except ApiError as exc:
+                codes.append(exc.code)
+    assert codes[:3] == [grpc.StatusCode.UNAUTHENTICATED] * 3
+    assert codes[3:] == [grpc.StatusCode.RESOURCE_EXHAUSTED] * 3
+    assert len(c.store.range("audit/")[0]) == 3
