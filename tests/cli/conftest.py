@@ -83,3 +83,9 @@ def etcd_cli_cluster(tmp_path):
         c = CliCluster(tmp_path / "home", etcd.url)
         yield c
         c.stop()
+
+
+@pytest.fixture
+def port_pair():
+    """Find a free (mutual-TLS, bearer-token) port pair: call it."""
+    return free_port_pair
