@@ -1,8 +1,9 @@
 """Operator `.lp` policies: validated, stored at `desired/lp/<name>`, judged on the next request.
 
-A policy must parse, ground against the admission vocabulary (`VOCABULARY`) and read no predicate
-that is neither in the vocabulary nor derived by the policy itself (a typo such as `servce(S)`
-would otherwise be silently false). Errors name `<name>.lp:line:col`.
+A policy must parse, read no predicate that is neither in the vocabulary (`VOCABULARY`) nor derived
+by the policy itself (a typo such as `servce(S)` would otherwise be silently false), and ground
+over a fixture of the vocabulary in a child process within a time limit (`probe.py`). Errors name
+`<name>.lp:line:col`.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from ccattler.engine.admission.evaluate import POLICY_OUTPUTS, SOLVE_OPTIONS
 from ccattler.engine.admission.model import ApplyResult, ObjectRef, PolicyError, Principal
 from ccattler.engine.admission.operations import NotFound, run_plan
 from ccattler.engine.admission.plan import Plan, State, plan_changes
+from ccattler.engine.admission.probe import probe
 from ccattler.engine.admission.signatures import signatures
 from ccattler.engine.admission.vocabulary import VOCABULARY
 from ccattler.engine.facts import desired_key
@@ -45,7 +47,8 @@ def unknown_predicates(name: str, text: str) -> list[str]:
 
 
 def validate_policy(name: str, text: str) -> None:
-    """Raise `PolicyError` unless `text` parses, grounds and reads only known predicates."""
+    """Raise `PolicyError` unless `text` parses, reads only known predicates, and grounds over a
+    fixture in a child process within `probe.PROBE_SECONDS`."""
     for directive in _FORBIDDEN.finditer(text):
         line = text.count("\n", 0, directive.start()) + 1
         raise PolicyError(
@@ -53,15 +56,13 @@ def validate_policy(name: str, text: str) -> None:
             "policy (it would read server files or run code)"
         )
     try:
-        session = Session(program_from_text(f"lp/{name}", text, label=f"{name}.lp"), SOLVE_OPTIONS)
-        session.ground()
+        Session(program_from_text(f"lp/{name}", text, label=f"{name}.lp"), SOLVE_OPTIONS)
     except LogicError as exc:
-        # The bridge labels parse messages only; grounding messages still say <block>.
-        message = str(exc).replace("<block>", f"{name}.lp")
-        raise PolicyError(f"policy {name} is not valid:\n{message}") from None
+        raise PolicyError(f"policy {name} is not valid:\n{exc}") from None
     errors = unknown_predicates(name, text)
     if errors:
         raise PolicyError(f"policy {name} is not valid:\n" + "\n".join(errors))
+    probe(name, text)
 
 
 def apply_policy(

@@ -60,3 +60,8 @@ def seed(store, *pairs: tuple[str, dict[str, Any]]) -> int:
 
 def docs(*pairs: tuple[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return dict(pairs)
+
+
+def operator_policy(name: str, text: str):
+    """A stored operator policy, as `apply_policy` writes it (for tests not about its validation)."""
+    return f"desired/lp/{name}", {"kind": "lp", "name": name, "source": f"{name}.lp", "text": text}

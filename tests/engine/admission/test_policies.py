@@ -4,7 +4,7 @@ mutation by `set_default`, and the policy API's own authorization."""
 from __future__ import annotations
 
 import pytest
-from admission_builders import ADMIN, ALICE, grant, policy, role, seed, service
+from admission_builders import ADMIN, ALICE, grant, operator_policy, policy, role, seed, service
 
 from ccattler.engine.admission import (
     Denied,
@@ -14,6 +14,7 @@ from ccattler.engine.admission import (
     authorize,
     delete_policy,
     list_policies,
+    probe,
 )
 from ccattler.engine.admission.operations import apply_compiled
 from ccattler.engine.facts import InvalidKey
@@ -40,20 +41,20 @@ def test_policy_forbidding_latest_rejects_an_apply_with_its_message(store):
 
 @pytest.mark.parametrize("image", ["nginx", "registry.local:5000/nginx"], ids=["bare", "registry-port"])
 def test_no_tag_means_latest(store, image):
-    apply_policy(store, ADMIN, "no-latest", NO_LATEST)
+    seed(store, operator_policy("no-latest", NO_LATEST))
     with pytest.raises(Denied):
         apply_compiled(store, ADMIN, dict([service("web", image=image)]), {"shop.cca"})
 
 
 def test_pinned_and_digest_images_pass(store):
-    apply_policy(store, ADMIN, "no-latest", NO_LATEST)
+    seed(store, operator_policy("no-latest", NO_LATEST))
     files = dict([service("web", image="nginx:1.27"), service("api", image="app@sha256:abc")])
     assert len(apply_compiled(store, ADMIN, files, {"shop.cca"}).added) == 2
 
 
 def test_policies_judge_only_what_the_request_changes(store):
     seed(store, service("old", image="nginx:latest", source="legacy.cca"))
-    apply_policy(store, ADMIN, "no-latest", NO_LATEST)
+    seed(store, operator_policy("no-latest", NO_LATEST))
     assert apply_compiled(store, ADMIN, dict([service("web", image="nginx:1.27")]), {"shop.cca"}).added
 
 
@@ -84,9 +85,16 @@ def test_includes_and_scripts_are_refused(store, text):
         apply_policy(store, ADMIN, "p", text)
 
 
+def test_policy_that_never_finishes_grounding_is_refused(store, monkeypatch):
+    monkeypatch.setattr(probe, "PROBE_SECONDS", 2.0)
+    with pytest.raises(PolicyError, match=r"did not finish in 2 s"):
+        apply_policy(store, ADMIN, "loop", "n(0).\nn(X + 1) :- n(X), service(_).\n")
+    assert list_policies(store) == []
+
+
 def test_helper_predicates_derived_by_the_policy_are_fine(store):
     text = 'big(S) :- service_instances(S, N), N > 5.\ndeny(too_big, (S,)) :- big(S).\n'
-    apply_policy(store, ADMIN, "size", text)
+    seed(store, operator_policy("size", text))
     with pytest.raises(Denied) as info:
         apply_compiled(store, ADMIN, dict([service("web", instances=6)]), {"shop.cca"})
     assert info.value.denials[0].message == "too_big (default/web)"
@@ -95,16 +103,16 @@ def test_helper_predicates_derived_by_the_policy_are_fine(store):
 def test_warnings_do_not_block(store):
     text = ('warn(no_owner, (S,)) :- service(S), not resource_attr(S, "owner", _).\n'
             'message(no_owner, "{0} has no owner").\n')
-    apply_policy(store, ADMIN, "owners", text)
+    seed(store, operator_policy("owners", text))
     result = apply_compiled(store, ADMIN, dict([service("web")]), {"shop.cca"})
     warnings = [(w.policy, w.code, w.message) for w in result.warnings]
     assert warnings == [("owners", "no_owner", "default/web has no owner")]
 
 
 def test_set_default_mutates_then_judges_the_result(store):
-    apply_policy(store, ADMIN, "default-owner",
-                 'set_default(S, "owner", "platform") :- service(S).\n'
-                 'set_default(S, "tags.cost-center", "42") :- service(S).\n')
+    seed(store, operator_policy("default-owner",
+                                 'set_default(S, "owner", "platform") :- service(S).\n'
+                                 'set_default(S, "tags.cost-center", "42") :- service(S).\n'))
     apply_compiled(store, ADMIN, dict([service("web"), service("api", owner="shop")]), {"shop.cca"})
     assert store.get("desired/service/default/web").value["owner"] == "platform"
     assert store.get("desired/service/default/web").value["tags"] == {"cost-center": "42"}
@@ -117,16 +125,16 @@ def test_mutation_result_is_judged_again(store):
     # The mutation gives every service team payments; team-isolation then judges that result.
     seed(store, role("dev", "service.create"), grant("dev", "user", "alice"),
          policy("iso", ["service.create"], [("subject.team", "==", "resource.team")]))
-    apply_policy(store, ADMIN, "owner", 'set_default(S, "owner", "payments") :- service(S).\n')
+    seed(store, operator_policy("owner", 'set_default(S, "owner", "payments") :- service(S).\n'))
     with pytest.raises(Denied) as info:
         apply_compiled(store, ALICE, dict([service("web", tags={"team": "storefront"})]), {"shop.cca"})
     assert info.value.denials[0].policy == "iso"
 
 
 def test_conflicting_and_unknown_mutations_deny(store):
-    apply_policy(store, ADMIN, "a", 'set_default(S, "owner", "x") :- service(S).\n')
-    apply_policy(store, ADMIN, "b", 'set_default(S, "owner", "y") :- service(S).\n'
-                                    'set_default(S, "image", "z") :- service(S).\n')
+    seed(store, operator_policy("a", 'set_default(S, "owner", "x") :- service(S).\n'))
+    seed(store, operator_policy("b", 'set_default(S, "owner", "y") :- service(S).\n'
+                                    'set_default(S, "image", "z") :- service(S).\n'))
     with pytest.raises(Denied) as info:
         apply_compiled(store, ADMIN, dict([service("web")]), {"shop.cca"})
     assert sorted(d.code for d in info.value.denials) == ["bad_mutation", "mutation_conflict"]
@@ -136,7 +144,7 @@ def test_operator_policies_also_judge_authorize(store):
     seed(store, role("ops", "service.exec"), grant("ops", "user", "alice"),
          service("payments/db", tags={"tier": "data"}), service("payments/api"))
     text = 'deny(exec_data, (N,)) :- request(exec, service, N), resource_attr(N, "tags.tier", "data").\n'
-    apply_policy(store, ADMIN, "no-exec-data", text)
+    seed(store, operator_policy("no-exec-data", text))
     assert authorize(store, ALICE, "service.exec", "payments/api").allowed
     decision = authorize(store, ALICE, "service.exec", "payments/db")
     assert not decision.allowed and decision.denials[0].policy == "no-exec-data"
