@@ -25,7 +25,8 @@ from ccattler.engine.store.base import (
     StoreError,
     Watch,
 )
-from ccattler.engine.store.ops import MAX_TXN_BYTES, MAX_TXN_OPS, decode, prefix_end, prepare_txn
+from ccattler.engine.store.group_commit import GroupCommit
+from ccattler.engine.store.ops import MAX_TXN_BYTES, MAX_TXN_OPS, TxnOps, decode, prefix_end, prepare_txn
 from ccattler.engine.store.queue_watch import QueueWatch
 from ccattler.engine.store.sqlite_changes import change_event, decode_changes, encode_changes, previous_fact
 from ccattler.engine.store.sqlite_schema import OwnerLock, connect
@@ -85,6 +86,7 @@ class SqliteStore(Store):
             lease: (ttl, now + ttl) for lease, ttl in self._conn.execute("SELECT id, ttl FROM leases")
         }
         self._closed = False
+        self._group: GroupCommit[tuple[TxnOps, int | None], tuple[bool, int]] = GroupCommit(self._run_batch)
         self._expirer = threading.Thread(target=self._expire_leases, name="sqlite-leases", daemon=True)
         self._expirer.start()
 
@@ -138,30 +140,58 @@ class SqliteStore(Store):
         lease: int | None = None,
     ) -> tuple[bool, int]:
         ops = prepare_txn(compares, puts, deletes, self._max_ops, self._max_bytes)
-        with self._open():
-            for compare in ops.compares:
-                row = self._conn.execute("SELECT mod_rev FROM kv WHERE key = ?", (compare.key,)).fetchone()
-                if (row[0] if row else 0) != compare.mod_revision:
-                    return False, self._rev
-            if lease is not None and ops.puts and lease not in self._leases:
-                raise LeaseNotFound(f"lease {lease} does not exist (expired or revoked)")
-            keys = [key for key, _ in ops.puts] + list(ops.deletes)
-            old = self._current(keys)
-            rev = self._rev + 1
-            kv_rows, changes = [], []
-            for key, data in ops.puts:
-                prev = old.get(key)
-                create, version = (prev[2], prev[4] + 1) if prev else (rev, 1)
-                kv_rows.append((key, data, create, rev, version, lease))
-                changes.append((key, data, create, version, lease, prev))
-            removed = [key for key in ops.deletes if key in old]
-            changes.extend((key, None, None, None, None, old[key]) for key in removed)
-            if not changes:
-                return True, self._rev
-            self._commit(rev, changes, kv_rows, removed)
-            if self._rev - self._compacted > self._history * 1.1:
-                self._compact_locked(self._rev - self._history)
-            return True, rev
+        return self._group.submit((ops, lease))
+
+    def _run_batch(self, requests: list[tuple[TxnOps, int | None]]) -> list[tuple[bool, int] | StoreError]:
+        try:
+            with self._open():
+                return self._commit_batch(requests)
+        except StoreError as exc:  # the store is closed
+            return [type(exc)(str(exc)) for _ in requests]
+
+    def _commit_batch(self, requests: list[tuple[TxnOps, int | None]]) -> list[tuple[bool, int] | StoreError]:
+        """Apply queued txns in order, each at its own revision, in one SQLite transaction (one fsync)."""
+        outcomes: list[tuple[bool, int] | StoreError] = []
+        written: list[tuple[int, bytes]] = []
+        try:
+            with self._transaction("commit failed"):
+                for ops, lease in requests:
+                    try:
+                        outcomes.append(self._apply(ops, lease, written))
+                    except LeaseNotFound as exc:
+                        outcomes.append(exc)
+        except StoreError as exc:  # rolled back: nothing of the batch was written
+            return [type(exc)(str(exc)) for _ in requests]
+        if written:
+            self._rev = written[-1][0]
+            for revision, blob in written:
+                self._publish(revision, blob)
+            self._trim_history()
+        return outcomes
+
+    def _apply(self, ops: TxnOps, lease: int | None, written: list[tuple[int, bytes]]) -> tuple[bool, int]:
+        """One txn inside the open transaction; it sees the batch's earlier txns, as if committed."""
+        current = written[-1][0] if written else self._rev
+        for compare in ops.compares:
+            row = self._conn.execute("SELECT mod_rev FROM kv WHERE key = ?", (compare.key,)).fetchone()
+            if (row[0] if row else 0) != compare.mod_revision:
+                return False, current
+        if lease is not None and ops.puts and lease not in self._leases:
+            raise LeaseNotFound(f"lease {lease} does not exist (expired or revoked)")
+        old = self._current([key for key, _ in ops.puts] + list(ops.deletes))
+        rev = current + 1
+        kv_rows, changes = [], []
+        for key, data in ops.puts:
+            prev = old.get(key)
+            create, version = (prev[2], prev[4] + 1) if prev else (rev, 1)
+            kv_rows.append((key, data, create, rev, version, lease))
+            changes.append((key, data, create, version, lease, prev))
+        removed = [key for key in ops.deletes if key in old]
+        changes.extend((key, None, None, None, None, old[key]) for key in removed)
+        if not changes:
+            return True, current
+        written.append((rev, self._write(rev, changes, kv_rows, removed)))
+        return True, rev
 
     def _current(self, keys: list[str]) -> dict[str, tuple]:
         found: dict[str, tuple] = {}
@@ -172,30 +202,26 @@ class SqliteStore(Store):
                 found[row[0]] = row
         return found
 
-    def _commit(self, rev: int, changes: list[tuple], kv_rows: list[tuple], removed: list[str]) -> None:
-        """Write one revision atomically and durably, then hand its events to the watches."""
-        conn = self._conn
+    def _write(self, rev: int, changes: list[tuple], kv_rows: list[tuple], removed: list[str]) -> bytes:
+        """One revision's statements (inside an open transaction); returns its change-log row."""
         blob = encode_changes(changes)
-        try:
-            conn.execute("BEGIN")
-            if kv_rows:
-                conn.executemany(f"INSERT OR REPLACE INTO kv ({_KV_COLUMNS}) VALUES (?,?,?,?,?,?)", kv_rows)
-            if removed:
-                conn.executemany("DELETE FROM kv WHERE key = ?", [(key,) for key in removed])
-            conn.execute("INSERT INTO history (rev, changes) VALUES (?, ?)", (rev, blob))
-            conn.execute("COMMIT")
-        except sqlite3.Error as exc:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            raise StoreError(f"SQLite store {self.url}: commit failed: {exc}") from None
-        self._rev = rev
-        if self._watches:
-            events = [change_event(change, rev) for change in decode_changes(blob)]
-            for watch, after in self._watches.items():
-                if rev > after:
-                    matching = [event for event in events if event.key.startswith(watch.prefix)]
-                    if matching:
-                        watch.push(matching)
+        if kv_rows:
+            self._conn.executemany(f"INSERT OR REPLACE INTO kv ({_KV_COLUMNS}) VALUES (?,?,?,?,?,?)", kv_rows)
+        if removed:
+            self._conn.executemany("DELETE FROM kv WHERE key = ?", [(key,) for key in removed])
+        self._conn.execute("INSERT INTO history (rev, changes) VALUES (?, ?)", (rev, blob))
+        return blob
+
+    def _publish(self, rev: int, blob: bytes) -> None:
+        """Hand a committed revision's events to the watches that want them."""
+        if not self._watches:
+            return
+        events = [change_event(change, rev) for change in decode_changes(blob)]
+        for watch, after in self._watches.items():
+            if rev > after:
+                matching = [event for event in events if event.key.startswith(watch.prefix)]
+                if matching:
+                    watch.push(matching)
 
     # -- watches -----------------------------------------------------------------------------
 
@@ -251,10 +277,14 @@ class SqliteStore(Store):
         """Delete the lease's keys in one revision (with delete events), then the lease itself."""
         rows = self._conn.execute(f"SELECT {_KV_COLUMNS} FROM kv WHERE lease = ? ORDER BY key", (lease,))
         changes = [(row[0], None, None, None, None, row) for row in rows]
-        if changes:
-            self._commit(self._rev + 1, changes, [], [change[0] for change in changes])
-        self._conn.execute("DELETE FROM leases WHERE id = ?", (lease,))
+        rev = self._rev + 1
+        with self._transaction("lease expiry failed"):
+            blob = self._write(rev, changes, [], [change[0] for change in changes]) if changes else None
+            self._conn.execute("DELETE FROM leases WHERE id = ?", (lease,))
         del self._leases[lease]
+        if blob is not None:
+            self._rev = rev
+            self._publish(rev, blob)
 
     def _expire_leases(self) -> None:
         with self._lock:
@@ -280,12 +310,20 @@ class SqliteStore(Store):
     def _compact_locked(self, revision: int) -> None:
         if revision <= self._compacted:
             return
-        with self._transaction():
+        with self._transaction("compaction failed"):
             self._conn.execute("DELETE FROM history WHERE rev < ?", (revision,))
             self._conn.executemany(
                 "UPDATE meta SET value = ? WHERE name = ?", [(revision, "compacted"), (self._rev, "revision")]
             )
         self._compacted = revision
+
+    def _trim_history(self) -> None:
+        """Keep about `history` revisions; compaction runs once 10 % more have piled up."""
+        if self._rev - self._compacted > self._history * 1.1:
+            try:
+                self._compact_locked(self._rev - self._history)
+            except StoreError:
+                pass  # the log is only longer than wanted; the next commit tries again
 
     def close(self) -> None:
         with self._lock:
@@ -309,7 +347,8 @@ class SqliteStore(Store):
             yield
 
     @contextmanager
-    def _transaction(self):
+    def _transaction(self, what: str = "write failed"):
+        """BEGIN … COMMIT (durable on return), or ROLLBACK and a `StoreError` saying `what`."""
         try:
             self._conn.execute("BEGIN")
             yield
@@ -317,5 +356,5 @@ class SqliteStore(Store):
         except sqlite3.Error as exc:
             if self._conn.in_transaction:
                 self._conn.execute("ROLLBACK")
-            raise StoreError(f"SQLite store {self.url}: {exc}") from None
+            raise StoreError(f"SQLite store {self.url}: {what}: {exc}") from None
 
