@@ -27,7 +27,6 @@ from ccattler.engine.auth import (
     list_users,
 )
 from ccattler.engine.facts import DEFAULT_TENANT, NAMESPACED_KINDS, parse_service
-from ccattler.engine.pki import CertificateAuthority
 from ccattler.engine.secrets import KeyProvider, delete_secret, rotate_secret, set_secret
 from ccattler.engine.store import Store
 
@@ -66,8 +65,8 @@ def _tenant(request: Any) -> str:
 class ClusterService:
     """ccattler.v1.Cluster over one store."""
 
-    def __init__(self, store: Store, ca: CertificateAuthority, keys: KeyProvider) -> None:
-        self.store, self.ca, self.keys = store, ca, keys
+    def __init__(self, store: Store, keys: KeyProvider) -> None:
+        self.store, self.keys = store, keys
 
     def audit_object(self, method: str, request: Any) -> str | None:
         """What a security-relevant call acts on, for its audit record (None: not audited)."""

@@ -58,7 +58,7 @@ class ApiServer:
         self.metrics = ApiMetrics()
         limiter = RateLimiter(options.rate, options.burst)
         failures = RateLimiter(options.auth_failure_rate, options.auth_failure_burst)
-        cluster, agent = ClusterService(store, ca, keys), AgentService(store, ca, keys)
+        cluster, agent = ClusterService(store, keys), AgentService(store, ca, keys)
         grpc_options = [("grpc.max_receive_message_length", options.max_message_bytes),
                         ("grpc.max_send_message_length", 64 * 1024 * 1024),
                         ("grpc.so_reuseport", 0)]
