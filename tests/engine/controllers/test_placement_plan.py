@@ -151,3 +151,42 @@ def test_explain_json(tmp_path):
     assert out["chosen"][0]["node"] == "n4"
     assert {"reason": "missing label gpu=true", "code": "missing_label", "args": ["gpu", "true"],
             "nodes": 5} in out["filtered"]
+
+
+def test_operator_extension_directory_adds_a_preference(tmp_path):
+    rules = tmp_path / "rules.d"
+    rules.mkdir()
+    (rules / "avoid-n3.lp").write_text(
+        "% operators keep n3 for batch work (above zone spread, below placing at all)\n"
+        "#program place.\n"
+        'cost(U, N, operator_avoid, 600, K) :- new(U, N, K), N = "n3".\n'
+    )
+    out = plan_json(str(EXAMPLES / "sim-cluster.cca"), "--rules", str(rules))
+    assert out["unplaced"] == []
+    assert "n3" not in {p["node"] for p in out["placements"]}
+
+
+def test_operator_extension_with_error_names_file_and_line(tmp_path):
+    rules = tmp_path / "rules.d"
+    rules.mkdir()
+    (rules / "broken.lp").write_text("% ok\nbad(X) :- not good(X).\n")
+    result = CliRunner().invoke(app, ["plan", str(EXAMPLES / "sim-cluster.cca"), "--rules", str(rules)])
+    assert result.exit_code == 1
+    assert f"{rules / 'broken.lp'}:2:1" in result.output and "unsafe" in result.output
+
+
+def test_settled_store_is_a_fixed_point():
+    from ccattler.engine.controllers.instance import InstanceController
+    from ccattler.engine.controllers.placement import PlacementController
+    from ccattler.engine.explain.offline import simulated_nodes
+    from ccattler.engine.runner import settle
+    from ccattler.engine.store.url import open_store
+
+    facts = compile_sources(load_sources([EXAMPLES / "sim-cluster.cca"]))
+    with open_store("sqlite://:memory:") as store:
+        store.txn((), sorted({**facts, **simulated_nodes(facts)}.items()), ())
+        controllers = [InstanceController(), PlacementController()]
+        first = settle(store, controllers, now=0.0)
+        assert first.rounds >= 2
+        again = settle(store, controllers, now=0.0)
+        assert again.rounds == 1 and again.revision == first.revision
