@@ -14,6 +14,7 @@ from ccattler.engine.facts import CcaError
 
 ERROR = "error"
 WARNING = "warning"
+_WINDOW = 160  # characters of a source line shown under a diagnostic
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,9 +43,14 @@ class Diagnostic:
             head += f"; {self.suggestion}"
         if not self.source_line:
             return head
-        line = self.source_line.expandtabs(4)
-        prefix = self.source_line[: self.column - 1].expandtabs(4)
-        caret = " " * len(prefix) + "^" * max(1, min(self.width, len(line) - len(prefix)))
+        source, column = self.source_line, self.column
+        if len(source) > _WINDOW:  # show the part of a very long line around the column
+            start = max(0, column - 1 - _WINDOW // 2)
+            source = ("…" if start else "") + source[start : start + _WINDOW] + "…"
+            column = column - start + (1 if start else 0)
+        line = source.expandtabs(4)
+        prefix = source[: column - 1].expandtabs(4)
+        caret = " " * len(prefix) + "^" * max(1, min(self.width, len(line) - len(prefix), _WINDOW))
         return f"{head}\n    {line.rstrip()}\n    {caret}"
 
     def to_json(self) -> dict:

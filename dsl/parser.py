@@ -202,6 +202,8 @@ def parse_with_diagnostics(text: str, name: str = "<text>") -> tuple[File, list[
         except UnexpectedInput as exc:
             diagnostics.append(_syntax_diagnostic(exc, work, text, name))
             if len(diagnostics) >= MAX_ERRORS:
+                diagnostics.append(Diagnostic(name, 0, 0, ERROR, "too-many-errors",
+                                              f"stopped after {MAX_ERRORS} syntax errors"))
                 return File(name, text, (), ()), diagnostics
             work = _blank_after_error(work, _error_offset(exc, work))
         except RecursionError:

@@ -147,9 +147,18 @@ def test_huge_source_is_refused_before_parsing():
 def test_many_errors_stop_at_a_limit():
     text = "".join(f"service s{i} {{ imag x }}\n" for i in range(100))
     _file, diagnostics = parse_with_diagnostics(text, "t.cca")
-    assert 1 < len(diagnostics) <= 20
+    assert len(diagnostics) == 21
+    assert diagnostics[-1].code == "too-many-errors"
 
 
 def test_deep_nesting_is_a_syntax_error():
     _file, diagnostics = parse_with_diagnostics("service a " + "{" * 10000, "t.cca")
     assert diagnostics and diagnostics[0].code == "syntax"
+
+
+def test_very_long_lines_are_shown_around_the_column():
+    text = "service x { image " + "a" * 100_000 + " instnaces 3 }"
+    _file, diagnostics = parse_with_diagnostics(text, "t.cca")
+    rendered = diagnostics[0].render().splitlines()
+    assert len(rendered[1]) < 200 and "instnaces" in rendered[1]
+    assert rendered[2].index("^") == rendered[1].index("instnaces")
