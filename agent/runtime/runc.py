@@ -1,8 +1,9 @@
 """The runc runtime: one OCI bundle per container (an overlay over the image's unpacked rootfs),
 run detached with stdio redirected to a log file, listed and killed through runc's own state.
 
-Knobs: `state_dir` (bundles under `<state>/containers/<id>`) and `runc_root` (runc's state, default
-`/run/ccattler/runc`; everything in it belongs to this runtime, which is how orphans are found).
+Knobs: `state_dir` (bundles under `<state>/containers/<id>`), `runc_root` (runc's state, default
+`/run/ccattler/runc`; everything in it belongs to this runtime, which is how orphans are found) and
+`pull_missing`. Creating one makes this process a child subreaper (see `reaper`) for exit codes.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from ccattler.agent.runtime.base import (
     container_id,
 )
 from ccattler.agent.runtime.oci_spec import runtime_config
+from ccattler.agent.runtime.reaper import describe, process_reaper
 from ccattler.engine.facts import CcaError
 
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -79,6 +81,7 @@ class RuncRuntime(Runtime):
         self.runc = runc
         self.cgroup_parent = cgroup_parent
         self.pull_missing = pull_missing
+        self.reaper = process_reaper()  # this process becomes a child subreaper: exit codes
         self._pulls: dict[str, threading.Lock] = {}
         self._pulls_lock = threading.Lock()
 
@@ -112,11 +115,13 @@ class RuncRuntime(Runtime):
         with open(bundle / "log", "ab") as log:
             # runc run -d hands our stdio to the container: files, never pipes, or the caller hangs.
             result = subprocess.run(
-                [self.runc, "--root", str(self.root), "run", "-d", "--bundle", str(bundle), cid],
+                [self.runc, "--root", str(self.root), "run", "-d", "--pid-file", str(bundle / "pid"),
+                 "--bundle", str(bundle), cid],
                 stdin=subprocess.DEVNULL, stdout=log, stderr=log, timeout=60)
         if result.returncode != 0:
             tail = (bundle / "log").read_bytes()[-400:].decode(errors="replace").strip()
             raise ContainerError(f"runc could not start {name}: {tail}")
+        self.reaper.track(cid, int((bundle / "pid").read_text()))
         started = bundle / "started.tmp"
         started.write_text(str(time.time()))
         started.rename(bundle / "started")  # atomic: list() may read it from another thread
@@ -144,6 +149,7 @@ class RuncRuntime(Runtime):
     def _discard(self, cid: str) -> None:
         if self._state(cid) is not None:
             self._runc("delete", "--force", cid, check=False)
+        self.reaper.forget(cid)
         bundle = self.bundles / cid
         _umount(bundle / "rootfs")
         shutil.rmtree(bundle, ignore_errors=True)
@@ -162,10 +168,11 @@ class RuncRuntime(Runtime):
                 continue
             running = entry["status"] in ("running", "paused", "created")
             started = bundle / "started"
+            code = None if running else self.reaper.exit_code(bundle.name)
             statuses.append(ContainerStatus(
                 name=meta["name"], state="running" if running else "exited",
-                spec_hash=meta.get("spec_hash", ""), pid=entry.get("pid") or None,
-                reason=None if running else self._exit_reason(bundle.name),
+                spec_hash=meta.get("spec_hash", ""), pid=entry.get("pid") or None, exit_code=code,
+                reason=None if running else self._exit_reason(bundle.name, code),
                 started_at=float(started.read_text()) if started.exists() else None))
         return statuses
 
@@ -256,7 +263,7 @@ class RuncRuntime(Runtime):
         except (OSError, ValueError):
             return None
 
-    def _exit_reason(self, cid: str) -> str:
+    def _exit_reason(self, cid: str, code: int | None) -> str:
         """Why a container stopped, as far as runc lets us know: OOM kills are visible in its cgroup."""
         v1 = Path("/sys/fs/cgroup/memory") / self.cgroup_parent / cid / "memory.oom_control"
         v2 = Path("/sys/fs/cgroup") / self.cgroup_parent / cid / "memory.events"
@@ -268,7 +275,7 @@ class RuncRuntime(Runtime):
                         return "killed: out of memory"
             except OSError:
                 continue
-        return "exited"
+        return describe(code)
 
     @staticmethod
     def _write_files(upper: Path, spec: ContainerSpec) -> None:

@@ -45,7 +45,7 @@ def test_killed_container_is_restarted_with_the_same_address(node) -> None:
     pid = node.runtime.status(spec.key).pid
     os.kill(pid, signal.SIGKILL)
     failed = node.converge(desired, lambda o: o["observed/instance/default/web-a"]["restarts"] == 1)
-    assert failed["observed/instance/default/web-a"]["reason"].startswith("exited")
+    assert failed["observed/instance/default/web-a"]["reason"].startswith("killed by SIGKILL")
     node.converge(desired, running("web-a"))
     assert node.runtime.status(spec.key).pid != pid
     assert node.http_get(node.ip(2)) == "hello from web-a\n"
@@ -102,3 +102,14 @@ def test_missing_image_is_pulled_and_failure_says_why(node) -> None:
     assert doc["reason"].startswith("start failed: image 127.0.0.1:1/tools/absent:1 is not in the local "
                                     "store and pulling it failed: cannot reach registry http://127.0.0.1:1")
     assert node.runtime.list() == []
+
+
+def test_exit_code_is_the_reason_and_no_zombie_is_left(node) -> None:
+    spec = node.spec("job-a", 2, command="exit 3")
+    key = "observed/instance/default/job-a"
+    doc = node.converge({spec.key: spec}, lambda o: o[key]["restarts"] >= 1)[key]
+    assert doc["reason"].startswith("exited with code 3; retrying in"), doc
+    node.reconciler.reconcile({})
+    zombies = [line for line in os.popen("ps -o stat=,ppid= -e").read().splitlines()
+               if line.split()[0].startswith("Z") and int(line.split()[1]) == os.getpid()]
+    assert zombies == []

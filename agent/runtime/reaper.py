@@ -1,0 +1,87 @@
+"""Exit codes of detached runc containers. The agent process becomes a child subreaper, so the init
+of each container it starts (orphaned when `runc run -d` returns) is re-parented to the agent,
+stays a zombie until waited for, and gives up its exit status. Only pids this process started are
+ever waited for, so no other child's status is stolen and a pid cannot be reused under us.
+
+Being a subreaper is a property of the process, so there is one `Reaper` per process
+(`process_reaper()`), shared by every runtime object in it. After an agent restart the containers
+belong to init: their exit codes are unknown (None).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import threading
+import time
+
+_PR_SET_CHILD_SUBREAPER = 36
+_libc = ctypes.CDLL(None, use_errno=True)
+_instance: Reaper | None = None
+_instance_lock = threading.Lock()
+
+
+def process_reaper() -> Reaper:
+    """This process's reaper (made, and the process turned subreaper, on first use)."""
+    global _instance
+    with _instance_lock:
+        if _instance is None:
+            _instance = Reaper()
+        return _instance
+
+
+def describe(code: int | None) -> str:
+    """`exited with code 3`, `killed by SIGKILL`, or `exited` when the code is unknown."""
+    if code is None:
+        return "exited"
+    if code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exited with code {code}"
+
+
+class Reaper:
+    """Tracks container init pids by container id and collects their exit codes."""
+
+    def __init__(self) -> None:
+        if _libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), "prctl(PR_SET_CHILD_SUBREAPER)")
+        self._pids: dict[str, int] = {}
+        self._codes: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def track(self, cid: str, pid: int) -> None:
+        with self._lock:
+            self._pids[cid] = pid
+            self._codes.pop(cid, None)
+
+    def exit_code(self, cid: str) -> int | None:
+        """The container's exit code once its init has died (negative: killed by that signal)."""
+        with self._lock:
+            if cid in self._codes:
+                return self._codes[cid]
+            pid = self._pids.get(cid)
+            if pid is None:
+                return None
+            try:
+                done, status = os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:  # not ours after all: nothing to learn
+                del self._pids[cid]
+                return None
+            if done == 0:
+                return None
+            del self._pids[cid]
+            self._codes[cid] = os.waitstatus_to_exitcode(status)
+            return self._codes[cid]
+
+    def forget(self, cid: str, timeout: float = 2.0) -> None:
+        """Reap the (killed) init of a deleted container so no zombie is left, and drop it."""
+        deadline = time.monotonic() + timeout
+        while self.exit_code(cid) is None and cid in self._pids and time.monotonic() < deadline:
+            time.sleep(0.01)
+        with self._lock:
+            self._pids.pop(cid, None)
+            self._codes.pop(cid, None)
