@@ -163,3 +163,22 @@ def test_enrol_with_join_cluster_then_renew_with_a_fresh_key(cluster, tmp_path):
     with Client(context) as client:
         lease = client.unary(client.agent, "RegisterNode", api_pb2.RegisterRequest(node_json="{}"))
     assert lease.lease and cluster.store.get("observed/node/n7") is not None
+
+
+def test_agent_client_heartbeat_keeps_the_node_until_stopped(cluster, tmp_path):
+    from ccattler.engine.api.agent_client import AgentClient
+
+    client, _ = join(cluster, tmp_path, "n1")
+    with client:
+        agent = AgentClient(client)
+        lease = agent.register({"capacity": {"cpu": 1000, "memory": 1 << 30}}, ttl=3)
+        beat = agent.heartbeat(lease, interval=0.5)
+        time.sleep(4.5)  # longer than the TTL: only the heartbeats keep it
+        assert beat.alive and beat.error is None and beat.revision > 0
+        assert cluster.store.get("observed/node/n1") is not None
+        assert agent.report({"observed/instance/default/web-a": {"node": "n1", "state": "running"}}) > 0
+        beat.stop()
+    deadline = time.time() + 10
+    while cluster.store.get("observed/node/n1") is not None and time.time() < deadline:
+        time.sleep(0.2)
+    assert cluster.store.get("observed/node/n1") is None

@@ -1,0 +1,91 @@
+"""What a node agent calls, as plain Python: register and keep the node's lease alive, watch the
+node's slice, report observed documents, fetch granted secrets, renew certificates.
+
+`Heartbeat` runs a background stream that beats every `interval` seconds (a third of the lease TTL
+by default); stopping it (or the process dying) lets the lease, and the node's facts, expire.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from ccattler.engine.api.client import Client
+from ccattler.engine.api.gen.ccattler.v1 import api_pb2
+
+
+class Heartbeat:
+    """A running heartbeat stream for one lease; `stop()` ends it, `error` holds why it failed."""
+
+    def __init__(self, client: Client, lease: int, interval: float) -> None:
+        self.lease, self.interval = lease, interval
+        self.error: Exception | None = None
+        self.revision = 0
+        self._stop = threading.Event()
+        self._client = client
+        self._thread = threading.Thread(target=self._run, name=f"cca-heartbeat-{lease}", daemon=True)
+        self._thread.start()
+
+    def _beats(self) -> Iterator[api_pb2.HeartbeatRequest]:
+        while not self._stop.is_set():
+            yield api_pb2.HeartbeatRequest(lease=self.lease)
+            self._stop.wait(self.interval)
+
+    def _run(self) -> None:
+        try:
+            for reply in self._client.stream(self._client.agent, "Heartbeat", self._beats()):
+                self.revision = reply.revision
+        except Exception as exc:  # reported through `error`/`alive`; the agent re-registers
+            self.error = exc
+
+    @property
+    def alive(self) -> bool:
+        return self._thread.is_alive()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=self.interval + 5)
+
+
+class AgentClient:
+    """The agent-facing calls over one mutual-TLS `Client` (node certificate)."""
+
+    def __init__(self, client: Client) -> None:
+        self.client = client
+
+    def register(self, node_doc: Mapping[str, Any], ttl: float = 15.0) -> int:
+        """Publish `observed/node/<this node>` under a new lease; returns the lease id."""
+        reply = self.client.unary(self.client.agent, "RegisterNode",
+                                  api_pb2.RegisterRequest(node_json=json.dumps(node_doc), ttl_seconds=ttl))
+        return reply.lease
+
+    def heartbeat(self, lease: int, interval: float = 5.0) -> Heartbeat:
+        return Heartbeat(self.client, lease, interval)
+
+    def watch_slice(self, from_revision: int = 0) -> Iterator[dict[str, Any]]:
+        """The node's slice: with 0, every current fact as `put`, then `synced`, then changes."""
+        request = api_pb2.WatchRequest(from_revision=from_revision)
+        for event in self.client.stream(self.client.agent, "WatchSlice", request):
+            yield {"kind": event.kind, "key": event.key, "revision": event.revision,
+                   "value": json.loads(event.value_json) if event.value_json else None}
+
+    def report(self, observations: Mapping[str, Any | None]) -> int:
+        """Write observed documents (None deletes) in one transaction; returns its revision."""
+        items = [api_pb2.Observation(key=k, value_json="" if v is None else json.dumps(v))
+                 for k, v in observations.items()]
+        reply = self.client.unary(self.client.agent, "Report", api_pb2.ReportRequest(observations=items))
+        return json.loads(reply.json)["revision"]
+
+    def fetch_secrets(self, instance: str) -> list[tuple[str, bytes, str]]:
+        """(name, value, mount) of every secret granted to `tenant/instance` (placed on this node)."""
+        request = api_pb2.SecretsRequest(instance=instance)
+        reply = self.client.unary(self.client.agent, "FetchSecrets", request)
+        return [(s.name, s.value, s.mount) for s in reply.secrets]
+
+    def workload_certificate(self, instance: str, csr: bytes) -> tuple[bytes, bytes]:
+        """(certificate, CA) PEMs for the workload `tenant/instance`, valid 1 h."""
+        reply = self.client.unary(self.client.agent, "WorkloadCert",
+                                  api_pb2.WorkloadCertRequest(instance=instance, csr=csr))
+        return reply.cert, reply.ca
