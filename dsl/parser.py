@@ -189,6 +189,7 @@ def parse_with_diagnostics(text: str, name: str = "<text>") -> tuple[File, list[
 
     The returned file leaves out what could not be parsed (same offsets, blanked text).
     """
+    text = text.replace("\r\n", "\n")
     refusal = _refuse(text, name)
     if refusal:
         return File(name, text, (), ()), [refusal]

@@ -62,7 +62,10 @@ def compile_network(u: Unit, block: Node) -> list[tuple[str, str, dict]]:
         src_arg, dst_arg = rule.values[0], rule.values[1]
         src, dst = _endpoint(u, src_arg), _endpoint(u, dst_arg)
         port = u.read(rule.option("port"), q.port)
-        protocol = next((p for p in ("tcp", "udp") if p in rule.flags), None)
+        protocols = [f for f in rule.flags if f in ("tcp", "udp")]
+        if len(protocols) > 1 or rule.flags.count("port") > 1:
+            u.error(rule.keyword_span, "duplicate-field", "a rule takes one port and one protocol at most")
+        protocol = protocols[0] if protocols else None
         if src is None or dst is None:
             continue
         content = {"action": rule.keyword, "from": src, "to": dst, "port": port, "protocol": protocol}

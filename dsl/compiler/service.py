@@ -65,8 +65,11 @@ def _expose(u: Unit, node: Node) -> dict | None:
     if port is None:
         return None
     flags = node.flags
-    protocol = next((p for p in ("tcp", "udp", "http") if p in flags), "tcp")
-    return {"port": port, "protocol": protocol, "external": "external" in flags}
+    protocols = [f for f in flags if f != "external"]
+    if len(protocols) > 1 or flags.count("external") > 1:
+        u.error(node.keyword_span, "duplicate-field",
+                f"expose {port}: give external and one protocol at most")
+    return {"port": port, "protocol": protocols[0] if protocols else "tcp", "external": "external" in flags}
 
 
 def _resources(u: Unit, node: Node | None) -> dict:
