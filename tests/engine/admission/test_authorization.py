@@ -195,3 +195,23 @@ def test_joining_a_group_that_holds_admin_is_escalation(role_admin):
 def test_unknown_capabilities_are_refused(store, capability):
     with pytest.raises(BadCapability):
         authorize(store, ALICE, capability, "web")
+
+
+def test_scoped_cluster_admin_is_a_tenant_admin(store):
+    seed(store, role("pay-admin", "cluster.admin", scopes=("payments",)), grant("pay-admin", "user", "pat"))
+    pat = Principal("pat", "user")
+    assert apply_compiled(store, pat, dict([service("payments/api", source="p.cca")]), {"p.cca"}).added
+    for writes in ([service("frontend/web", source="p.cca")], [role("r", "service.read", source="p.cca")]):
+        with pytest.raises(Denied) as info:
+            apply_compiled(store, pat, dict(writes), {"p.cca"})
+        assert info.value.denials[0].code == "no_role"
+
+
+def test_same_request_same_verdict(shop):
+    messages = set()
+    files = shop_file(checkout={"instances": 9}, web={"owner": "x"})
+    for _ in range(3):
+        with pytest.raises(Denied) as info:
+            apply_compiled(shop, ALICE, files, {"shop.cca"})
+        messages.add(str(info.value))
+    assert len(messages) == 1
