@@ -7,7 +7,7 @@ the programs are stratified, so the first model is the only one and no optimisat
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,7 +19,6 @@ from ccattler.engine.admission.signatures import Signature, signatures
 from ccattler.engine.admission.vocabulary import Facts, Request
 from ccattler.engine.solve import (
     LogicError,
-    Program,
     Reject,
     Session,
     SolveOptions,
@@ -68,13 +67,6 @@ class Context:
 _SHOW_OUTPUTS = "".join(f"#show {name}/{arity}.\n" for name, arity in POLICY_OUTPUTS)
 
 
-def _run(program: Program, facts: Sequence[Symbol]) -> tuple[Symbol, ...]:
-    session = Session(program, SOLVE_OPTIONS)
-    session.add_facts(facts)
-    session.ground()
-    return session.solve().symbols
-
-
 def _builtin_reads() -> frozenset[Signature]:
     return signatures(program_path("admission").read_text()).used
 
@@ -83,13 +75,19 @@ def wanted_signatures(operator_policies: Iterable[tuple[str, str]]) -> frozenset
     """Every predicate admission.lp or one of the operator policies reads."""
     wanted = set(_builtin_reads())
     for _, text in operator_policies:
-        wanted |= signatures(text).used
+        try:
+            wanted |= signatures(text).used
+        except RuntimeError:
+            continue  # does not parse: operator_verdict reports it as that policy's denial
     return frozenset(wanted)
 
 
 def builtin_verdict(facts: Facts, context: Context) -> list[Denial]:
     """RBAC/ABAC, secret use and quota from rules/admission.lp."""
-    symbols = _run(load_program("admission"), facts.select(_builtin_reads()))
+    session = Session(load_program("admission"), SOLVE_OPTIONS)
+    session.add_facts(facts.select(_builtin_reads()))
+    session.ground()
+    symbols = session.solve().symbols
     rejects = [Reject(*(to_python(a) for a in s.arguments)) for s in symbols]  # only reject/4 is shown
     # An update failing alike before and after reads as one denial.
     denials = {format_reject(r, context) for r in rejects}
@@ -103,8 +101,10 @@ def operator_verdict(
     solve denies (fail closed) and says why."""
     try:
         program = program_from_text(f"lp/{name}", text, label=f"{name}.lp")
-        reads = facts.select(signatures(text).used)
-        symbols = _run(program.with_texts([("admission outputs", _SHOW_OUTPUTS)]), reads)
+        session = Session(program.with_texts([("admission outputs", _SHOW_OUTPUTS)]), SOLVE_OPTIONS)
+        session.add_facts(facts.select(signatures(text).used))
+        session.ground()
+        symbols = session.solve().symbols
     except LogicError as exc:
         message = f"policy {name} failed: {str(exc).replace('<block>', f'{name}.lp')}"
         return [Denial(name, "policy_error", context.summary, name, message)], [], []

@@ -168,3 +168,12 @@ def test_policy_api_is_authorized_and_listed(store):
 def test_policy_names_are_checked(store):
     with pytest.raises(InvalidKey):
         apply_policy(store, ADMIN, "../x", NO_LATEST)
+
+
+def test_a_stored_policy_that_no_longer_parses_denies_and_says_so(store):
+    seed(store, operator_policy("broken", "deny(x :- .\n"))
+    with pytest.raises(Denied) as info:
+        apply_compiled(store, ADMIN, dict([service("web")]), {"shop.cca"})
+    (denial,) = info.value.denials
+    assert (denial.policy, denial.code) == ("broken", "policy_error")
+    assert "broken.lp:1:" in denial.message
