@@ -46,11 +46,17 @@ def fmt(
     from ccattler.dsl import DslError
     from ccattler.dsl.fmt import format_source
     from ccattler.dsl.loading import read_text
+    from ccattler.dsl.template import is_template
 
     failed = unformatted = False
     for path in files:
         try:
             text = read_text(path)
+            if is_template(text):
+                print(f"{path}: a template ({{{{ }}}}) is not formatted; `cca render` it first",
+                      file=sys.stderr)
+                failed = True
+                continue
             pretty = format_source(text, str(path))
         except DslError as exc:
             print(str(exc), file=sys.stderr)

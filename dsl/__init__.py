@@ -9,6 +9,7 @@ compile raises `DslError` carrying all of them.
 from ccattler.dsl import ast
 from ccattler.dsl.compiler import compile_sources, compile_with_diagnostics
 from ccattler.dsl.errors import Diagnostic, DslError
+from ccattler.dsl.fmt import format_source
 from ccattler.dsl.lint import lint_sources
 from ccattler.dsl.loading import load_sources
 from ccattler.dsl.parser import parse
@@ -22,6 +23,7 @@ __all__ = [
     "ast",
     "compile_sources",
     "compile_with_diagnostics",
+    "format_source",
     "lint_sources",
     "load_sources",
     "parse",
