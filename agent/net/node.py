@@ -97,13 +97,13 @@ class NodeNetwork:
     def attach(self, name: str, ip: str) -> Attachment:
         """Give container `name` a namespace and veth with `ip` (idempotent for the same ip)."""
         self._check_ip(name, ip)
-        existing = self.attachments().get(name)
+        existing = self._record(name)
         if existing and existing.ip == ip and (NETNS_DIR / existing.netns).exists() \
                 and self._index(existing.veth) is not None:
             return existing
         if existing:
             self.detach(name)
-        token = hashlib.sha256(f"{self.bridge}/{name}".encode()).hexdigest()
+        token = self._token(name)
         att = Attachment(name, ip, f"{self.bridge}-{token[:12]}", f"v{token[:11]}")
         self._write_record(att)
         try:
@@ -115,7 +115,7 @@ class NodeNetwork:
 
     def detach(self, name: str) -> None:
         """Remove the veth and namespace of `name` (no-op if absent)."""
-        att = self.attachments().get(name)
+        att = self._record(name)
         if att is None:
             return
         with self._lock:
@@ -132,12 +132,8 @@ class NodeNetwork:
         """name → attachment for every container network recorded on this bridge."""
         found = {}
         for path in self.records.glob("*.json"):
-            try:
-                att = Attachment(**json.loads(path.read_text()))
-            except (OSError, ValueError, TypeError):
-                path.unlink(missing_ok=True)
-                continue
-            found[att.name] = att
+            if (att := self._read_record(path)) is not None:
+                found[att.name] = att
         return found
 
     def gc(self, keep: set[str]) -> list[str]:
@@ -188,6 +184,24 @@ class NodeNetwork:
     def _index(self, ifname: str) -> int | None:
         found = self._ipr.link_lookup(ifname=ifname)
         return found[0] if found else None
+
+    def _token(self, name: str) -> str:
+        return hashlib.sha256(f"{self.bridge}/{name}".encode()).hexdigest()
+
+    def _record(self, name: str) -> Attachment | None:
+        """The record of `name` (its file is named after its namespace, itself a hash of the name)."""
+        att = self._read_record(self.records / f"{self.bridge}-{self._token(name)[:12]}.json")
+        return att if att is not None and att.name == name else None
+
+    @staticmethod
+    def _read_record(path: Path) -> Attachment | None:
+        try:
+            return Attachment(**json.loads(path.read_text()))
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError, TypeError):
+            path.unlink(missing_ok=True)  # a torn write: the namespace is collected by gc()
+            return None
 
     def _write_record(self, att: Attachment) -> None:
         path = self.records / f"{att.netns}.json"

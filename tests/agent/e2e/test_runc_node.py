@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from ccattler.agent.net import nat
 from ccattler.agent.runtime.base import container_id
 
 pytestmark = pytest.mark.e2e
@@ -113,3 +114,44 @@ def test_exit_code_is_the_reason_and_no_zombie_is_left(node) -> None:
     zombies = [line for line in os.popen("ps -o stat=,ppid= -e").read().splitlines()
                if line.split()[0].startswith("Z") and int(line.split()[1]) == os.getpid()]
     assert zombies == []
+
+
+def test_traffic_leaving_the_subnet_is_masqueraded(node) -> None:
+    """An 'outside' namespace with no route back to the container subnet answers a container's
+    ping only if the node rewrote the source to its own address."""
+    from pyroute2 import IPRoute
+
+    from ccattler.agent.net import netns
+
+    token = node.network.bridge[2:]
+    outside, host_if = f"out{token}", f"o{token}"
+    third = int(token, 16) % 250
+    netns.create(outside)
+    ipr = IPRoute()
+    try:
+        peer = {"ifname": "eth0", "net_ns_fd": f"/run/netns/{outside}"}
+        ipr.link("add", ifname=host_if, kind="veth", peer=peer)
+        index = ipr.link_lookup(ifname=host_if)[0]
+        ipr.addr("add", index=index, address=f"172.31.{third}.1", prefixlen=30)
+        ipr.link("set", index=index, state="up")
+
+        def configure() -> None:
+            with IPRoute() as inside:
+                eth = inside.link_lookup(ifname="eth0")[0]
+                inside.addr("add", index=eth, address=f"172.31.{third}.2", prefixlen=30)
+                inside.link("set", index=eth, state="up")
+
+        netns.run_in(outside, configure)
+        spec = node.spec("web-a", 2)
+        node.converge({spec.key: spec}, running("web-a"))
+        argv = ["ping", "-c", "1", "-W", "1", f"172.31.{third}.2"]
+        ping = node.runtime.exec(spec.key, argv, timeout=5)
+        assert ping.exit_code == 0, ping.stdout
+        nat.remove(node.network.bridge)  # the control: without masquerade there is no answer
+        assert node.runtime.exec(spec.key, argv, timeout=5).exit_code != 0
+        node.network.setup()
+    finally:
+        if ipr.link_lookup(ifname=host_if):
+            ipr.link("del", ifname=host_if)
+        ipr.close()
+        netns.remove(outside)
