@@ -11,9 +11,6 @@ import re
 import traceback
 from functools import cache
 
-import jinja2
-from jinja2.sandbox import SandboxedEnvironment
-
 from ccattler.dsl.errors import ERROR, Diagnostic, DslError, line_of
 
 
@@ -22,15 +19,19 @@ def is_template(text: str) -> bool:
 
 
 @cache
-def _environment() -> SandboxedEnvironment:
-    return SandboxedEnvironment(undefined=jinja2.StrictUndefined, autoescape=False,
-                                keep_trailing_newline=True)
+def _environment():
+    from jinja2 import StrictUndefined
+    from jinja2.sandbox import SandboxedEnvironment
+
+    return SandboxedEnvironment(undefined=StrictUndefined, autoescape=False, keep_trailing_newline=True)
 
 
 def render(text: str, name: str, values: dict) -> str:
     """Render `text` with `values`; raise `DslError` (file:line:col) on any template problem."""
     if not is_template(text):
         return text
+    import jinja2  # only templates pay for importing it
+
     try:
         return _environment().from_string(text).render(values)
     except jinja2.TemplateSyntaxError as exc:
