@@ -1,8 +1,10 @@
 """The node agent below its API connection: runtimes, images, container networking, and the
 reconcile core that turns the node's slice of facts into running containers and observed facts.
 
-Wiring an agent process: `NodeCore(node, make_runtime(kind, state_dir, ImageStore(state_dir)),
-state_dir=state_dir).apply(slice)` on every slice change and every second; report what it returns.
+Wiring an agent process: register `node_document(...)`; fold `watch_slice` events into a
+`SliceState`; once synced, call `NodeCore(node, make_runtime(kind, state_dir, ImageStore(state_dir)),
+state_dir=state_dir).apply(state.facts)` on every change and every second; report
+`Reporter.changes(observed)` and mark it `sent`.
 Names are imported on first use, so `cca image …` does not pay for pyroute2.
 """
 
@@ -17,6 +19,7 @@ _EXPORTS = {
     "make_runtime": "node", "node_document": "node",
     "default_state_dir": "paths",
     "Backoff": "reconcile", "Reconciler": "reconcile",
+    "Reporter": "slice_state", "SliceState": "slice_state",
 }
 __all__ = sorted(_EXPORTS)
 

@@ -1,0 +1,25 @@
+from __future__ import annotations
+
+from ccattler.agent.slice_state import Reporter, SliceState
+
+
+def test_slice_is_ready_once_synced_and_resync_starts_over() -> None:
+    state = SliceState()
+    assert state.apply({"kind": "put", "key": "a", "value": {"x": 1}, "revision": 3}) is False
+    assert state.apply({"kind": "synced", "key": "", "value": None, "revision": 3}) is True
+    assert state.apply({"kind": "delete", "key": "a", "value": None, "revision": 4}) is True
+    assert (state.facts, state.revision) == ({}, 4)
+    state.apply({"kind": "put", "key": "b", "value": {}, "revision": 5})
+    assert state.apply({"kind": "resync", "key": "", "value": None, "revision": 9}) is False
+    assert (state.facts, state.synced, state.revision) == ({}, False, 0)
+
+
+def test_reporter_sends_only_changes_and_deletes_vanished() -> None:
+    reporter = Reporter()
+    first = reporter.changes({"o/a": {"state": "starting"}, "o/b": {"state": "running"}})
+    assert first == {"o/a": {"state": "starting"}, "o/b": {"state": "running"}}
+    reporter.sent(first)
+    second = reporter.changes({"o/a": {"state": "running"}})
+    assert second == {"o/a": {"state": "running"}, "o/b": None}
+    reporter.sent(second)
+    assert reporter.changes({"o/a": {"state": "running"}}) == {}
