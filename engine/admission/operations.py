@@ -45,11 +45,9 @@ from ccattler.engine.facts import DEFAULT_TENANT, CcaError, check_value
 from ccattler.engine.store import Store
 
 if TYPE_CHECKING:
-    from ccattler.dsl import Source
+    from ccattler.dsl import Reader, Source
 
 ATTEMPTS = 3
-
-Reader = Callable[..., str]
 
 
 class NotFound(CcaError):

@@ -87,10 +87,6 @@ class Facts:
         """The facts of `signatures`, in a fixed order."""
         return [s for sig in sorted(set(signatures)) for s in self.by_signature.get(sig, ())]
 
-    def text(self) -> str:
-        """A debug dump for humans (failing tests, explain): one `fact.` per line."""
-        return "".join(f"{s}.\n" for sig in sorted(self.by_signature) for s in self.by_signature[sig])
-
 
 def _int(value: object, what: str) -> int:
     number = int(value or 0)  # type: ignore[call-overload]
