@@ -1,6 +1,7 @@
 """The default controllers under the live runner converge a store holding a compiled file: every
 instance placed and addressed, a further run changes nothing; a node whose lease expires is marked
-down and its instances run elsewhere (real SQLite and etcd, real leases)."""
+down and its instances run elsewhere; when it returns it is ready with its old subnet and nothing
+moves back (real SQLite and etcd, real leases)."""
 
 from __future__ import annotations
 
@@ -62,6 +63,8 @@ def test_a_compiled_file_converges_and_survives_a_node_failure(store, runners):
 
     victim = next(node for node in sorted(set(before.values())) if node != "n4")
     moved = {inst for inst, node in before.items() if node == victim}
+    subnet = store.get(f"derived/network/subnet/{victim}").value
+    registration = store.get(f"observed/node/{victim}").value
 
     def failed_over() -> bool:
         keep_alive(skip=victim)
@@ -76,3 +79,12 @@ def test_a_compiled_file_converges_and_survives_a_node_failure(store, runners):
     assert {inst: after[inst] for inst in stayed} == stayed  # nothing else moved
     ips = {f.value["instance"]: f.value for f in store.range("derived/network/ip/")[0]}
     assert all(ips[inst]["node"] == after[inst] for inst in moved)
+
+    # The node comes back: ready again, with the subnet it had; nothing moves back onto it.
+    leases[victim] = store.lease_grant(TTL)
+    store.put(f"observed/node/{victim}", registration, lease=leases[victim])
+    assert eventually(lambda: (keep_alive(), store.get(f"derived/node/{victim}").value["condition"])[1]
+                      == "ready")
+    assert runner.wait_idle(10)
+    assert store.get(f"derived/network/subnet/{victim}").value == subnet
+    assert placements(store) == after
