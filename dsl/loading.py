@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from ccattler.dsl.errors import ERROR, Diagnostic, DslError
-from ccattler.dsl.parser import MAX_SOURCE_BYTES
+from ccattler.dsl.recovery import MAX_SOURCE_BYTES
 from ccattler.dsl.sources import Source
 from ccattler.dsl.template import render
 from ccattler.dsl.values import check_key, merge, parse_scalar, parse_values, set_dotted

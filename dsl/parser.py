@@ -16,14 +16,18 @@ from contextlib import contextmanager
 from functools import cache
 from pathlib import Path
 
-from lark import Lark, Token, Tree, UnexpectedCharacters, UnexpectedInput, UnexpectedToken
+from lark import Lark, Token, Tree, UnexpectedInput
 
 from ccattler.dsl.ast import Comment, File, Flag, ListValue, Node, Scalar, Span
-from ccattler.dsl.errors import ERROR, Diagnostic, DslError, did_you_mean, line_of
+from ccattler.dsl.errors import ERROR, Diagnostic, DslError, line_of
 from ccattler.dsl.lexer import CcaLexer, collected
+from ccattler.dsl.recovery import (
+    blank_after_error,
+    error_offset,
+    refuse,
+    syntax_diagnostic,
+)
 
-#: Sources larger than this are refused before parsing.
-MAX_SOURCE_BYTES = 4 * 1024 * 1024
 #: Syntax errors reported per file before giving up on it.
 MAX_ERRORS = 20
 
@@ -165,12 +169,6 @@ def _parser() -> Lark:
 
 
 @cache
-def keyword_terminals() -> dict[str, str]:
-    """Terminal name → keyword text, for every keyword of the language."""
-    return {name: text for name, text in _terminal_texts().items() if re.fullmatch(r"[a-z_]+", text)}
-
-
-@cache
 def _terminal_texts() -> dict[str, str]:
     """Terminal name → its literal text, for every fixed-string terminal (`->`, `==`, `port`)."""
     return {t.name: t.pattern.value for t in _parser().terminals if t.pattern.type == "str"}
@@ -190,7 +188,7 @@ def parse_with_diagnostics(text: str, name: str = "<text>") -> tuple[File, list[
     The returned file leaves out what could not be parsed (same offsets, blanked text).
     """
     text = text.replace("\r\n", "\n")
-    refusal = _refuse(text, name)
+    refusal = refuse(text, name)
     if refusal:
         return File(name, text, (), ()), [refusal]
     work = text
@@ -201,14 +199,15 @@ def parse_with_diagnostics(text: str, name: str = "<text>") -> tuple[File, list[
                 blocks = _parser().parse(work)
             break
         except UnexpectedInput as exc:
-            diagnostics.append(_syntax_diagnostic(exc, work, text, name))
+            diagnostics.append(syntax_diagnostic(exc, work, text, name, _terminal_texts()))
             if len(diagnostics) >= MAX_ERRORS:
                 diagnostics.append(Diagnostic(name, 0, 0, ERROR, "too-many-errors",
                                               f"stopped after {MAX_ERRORS} syntax errors"))
                 return File(name, text, (), ()), diagnostics
-            work = _blank_after_error(work, _error_offset(exc, work))
+            work = blank_after_error(work, error_offset(exc, work))
         except RecursionError:
-            return File(name, text, (), ()), [_diag(name, text, 1, 1, "too-deep", "nesting is too deep")]
+            return File(name, text, (), ()), [Diagnostic(name, 1, 1, ERROR, "too-deep", "nesting is too deep",
+                                                         line_of(text, 1))]
     comments = tuple(_comment(tok, work) for tok in collected.comments)
     return File(name, text, blocks, comments), diagnostics
 
@@ -232,140 +231,3 @@ def _comment(tok: Token, text: str) -> Comment:
     return Comment(tok.value.rstrip(), _span(tok), own_line)
 
 
-def _diag(name, text, line, column, code, message, width=1, suggestion=None) -> Diagnostic:
-    return Diagnostic(name, line, column, ERROR, code, message, line_of(text, line), width, suggestion)
-
-
-def _refuse(text: str, name: str) -> Diagnostic | None:
-    """Inputs not worth parsing: too large, or binary."""
-    size = len(text.encode("utf-8", "surrogatepass"))
-    if size > MAX_SOURCE_BYTES:
-        return Diagnostic(name, 0, 0, ERROR, "too-large",
-                          f"file is {size} bytes; the limit is {MAX_SOURCE_BYTES // (1024 * 1024)} MiB")
-    bad = re.search(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]", text)
-    if bad:
-        line = text.count("\n", 0, bad.start()) + 1
-        column = bad.start() - (text.rfind("\n", 0, bad.start()) + 1) + 1
-        return _diag(name, text, line, column, "binary",
-                     f"control character {bad.group()!r} in the source; is this a binary file?")
-    return None
-
-
-def _error_offset(exc: UnexpectedInput, text: str) -> int:
-    if isinstance(exc, UnexpectedToken) and exc.token.type == "$END":
-        return len(text)
-    return exc.pos_in_stream if exc.pos_in_stream is not None else len(text)
-
-
-def _syntax_diagnostic(exc: UnexpectedInput, work: str, text: str, name: str) -> Diagnostic:
-    expected = sorted(getattr(exc, "expected", None) or getattr(exc, "allowed", None) or ())
-    texts = _terminal_texts()
-    expected_words = sorted({_NAMED[t] if t in _NAMED else texts.get(t, t.lower()) for t in expected} - {""})
-    context = _context(getattr(exc, "state", None))
-    where = f" in {context}" if context else ""
-    if isinstance(exc, UnexpectedCharacters):
-        pos = exc.pos_in_stream
-        char = work[pos]
-        if work.startswith('"""', pos):
-            return _diag(name, text, exc.line, exc.column, "unterminated-string",
-                         'unterminated text block: """ without a closing """', 3)
-        if char == '"':
-            return _diag(name, text, exc.line, exc.column, "unterminated-string",
-                         "unterminated string: no closing \" on this line", 1,
-                         'close it with " or use """ for text over several lines')
-        return _diag(name, text, exc.line, exc.column, "syntax",
-                     f"unexpected character {char!r}{where}", 1, _expected(expected_words))
-    token = exc.token
-    if token.type == "$END":
-        line = text.count("\n") + 1
-        column = len(text) - (text.rfind("\n") + 1) + 1
-        missing = ': a "}" is missing' if "}" in expected_words else ""
-        return _diag(name, text, line, column, "syntax",
-                     f"unexpected end of file{where}{missing}", 1, _expected(expected_words))
-    value = str(token.value)
-    fields = [w for w in expected_words if re.fullmatch(r"[a-z_]+", w)]
-    if re.fullmatch(r"[A-Za-z_][\w.\-]*", value) and fields and "WORD" not in expected:
-        what = "block" if not context else "field"
-        return _diag(name, text, token.line, token.column, "unknown-field",
-                     f'unknown {what} "{value}"{where}', len(value),
-                     did_you_mean(value, fields) or _expected(expected_words))
-    shown = value if len(value) < 40 else value[:37] + "..."
-    return _diag(name, text, token.line, token.column, "syntax",
-                 f'unexpected "{shown}"{where}', max(1, len(value)), _expected(expected_words))
-
-
-_NAMED = {"WORD": "a value", "STRING": 'a "string"', "TRIPLE": 'a """text"""', "_SEP": "",
-          "_EQ": "=", "$END": "end of file"}
-
-
-def _expected(words: list[str]) -> str | None:
-    if not words:
-        return None
-    if len(words) > 12:
-        return f"expected one of: {', '.join(words[:12])}, …"
-    return f"expected {words[0]}" if len(words) == 1 else f"expected one of: {', '.join(words)}"
-
-
-def _context(state) -> str:
-    """`service "web"` / `resources of service "web"`: the blocks open where the parser stopped."""
-    stack = getattr(state, "value_stack", None) or []
-    keywords = keyword_terminals()
-    opened: list[str] = []
-    for i, item in enumerate(stack):
-        if not isinstance(item, Token):
-            continue
-        if item.type == "RBRACE" and opened:
-            opened.pop()
-        elif item.type == "LBRACE":
-            j, name = i - 1, None
-            while j >= 0 and not (isinstance(stack[j], Token) and stack[j].type in keywords):
-                if isinstance(stack[j], Token) and stack[j].type in ("WORD", "STRING"):
-                    name = stack[j].value
-                j -= 1
-            label = stack[j].value if j >= 0 else "block"
-            opened.append(f'{label} "{name}"' if name else label)
-    return " of ".join(reversed(opened))
-
-
-_SCAN = re.compile(r'"""[\s\S]*?(?:"""|$)|"(?:[^"\\\n]|\\.)*"?|(?:#|//)[^\n]*|[{}]')
-
-
-def _blank_after_error(text: str, offset: int) -> str:
-    """Blank the line of `offset` if its braces balance, else the top-level block holding it."""
-    line_start = text.rfind("\n", 0, offset) + 1 if offset < len(text) else offset
-    line_end = text.find("\n", offset)
-    line_end = len(text) if line_end < 0 else line_end
-    line = text[line_start:line_end]
-    if offset < len(text) and _brace_balance(line) == 0 and '"""' not in line:
-        return text[:line_start] + _spaces(line) + text[line_end:]
-    start, end = _top_level_range(text, offset)
-    end = max(end, min(offset + 1, len(text)))
-    return text[:start] + _spaces(text[start:end]) + text[end:]
-
-
-def _spaces(chunk: str) -> str:
-    return re.sub(r"[^\n]", " ", chunk)
-
-
-def _brace_balance(chunk: str) -> int:
-    depth = 0
-    for m in _SCAN.finditer(chunk):
-        depth += {"{": 1, "}": -1}.get(m.group(), 0)
-    return depth
-
-
-def _top_level_range(text: str, offset: int) -> tuple[int, int]:
-    """The [start, end) of the top-level block around `offset` (to the end when unclosed)."""
-    depth = 0
-    block_start = 0
-    for m in _SCAN.finditer(text):
-        tok = m.group()
-        if tok == "{":
-            depth += 1
-        elif tok == "}":
-            depth = max(0, depth - 1)
-            if depth == 0:
-                if m.end() > offset:
-                    return block_start, m.end()
-                block_start = m.end()
-    return block_start, len(text)

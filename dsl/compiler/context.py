@@ -14,12 +14,9 @@ from typing import Any
 
 from ccattler.dsl import quantities
 from ccattler.dsl.ast import File, ListValue, Node, Scalar, Span
-from ccattler.dsl.errors import ERROR, WARNING, Diagnostic, line_of
+from ccattler.dsl.errors import ERROR, WARNING, Diagnostic, did_you_mean, line_of
 from ccattler.dsl.sources import Reader, Source, escapes
 from ccattler.engine.facts import CcaError, InvalidKey, parse_service
-
-KIND_WORDS = {"service": "service", "secret": "secret", "connection": "connection",
-              "volume": "volume", "group": "group", "gate": "gate"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,8 +125,6 @@ class Unit:
         """A value that must be one of `allowed`."""
         if scalar.value in allowed:
             return scalar.value
-        from ccattler.dsl.errors import did_you_mean
-
         self.error(scalar.span, "bad-value",
                    f"{what} must be one of {', '.join(allowed)}, got {scalar.value!r}",
                    did_you_mean(scalar.value, allowed))

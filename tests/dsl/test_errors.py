@@ -3,7 +3,8 @@
 import pytest
 
 from ccattler.dsl import DslError, Source, compile_sources
-from ccattler.dsl.parser import MAX_SOURCE_BYTES, parse_with_diagnostics
+from ccattler.dsl.parser import parse_with_diagnostics
+from ccattler.dsl.recovery import MAX_SOURCE_BYTES
 
 R = "resources { cpu 1  memory 1Gi }"
 
