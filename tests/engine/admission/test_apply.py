@@ -165,3 +165,21 @@ def test_conflicting_writer_is_retried_then_reported(store, monkeypatch):
         apply_compiled(store, ADMIN, dict([service("web")]), {"shop.cca"})
     assert len(attempts) == 3
     assert store.get("desired/service/default/web") is None
+
+
+def test_a_grant_revoked_during_admission_is_seen_on_retry(store, monkeypatch):
+    key, doc = grant("dev", "user", "alice")
+    seed(store, role("dev", "service.create"), (key, doc))
+    real_txn = store.txn
+    revoked = []
+
+    def revoking_txn(compares, puts, deletes, lease=None):
+        if not revoked:  # the admin revokes the grant after admission read it, before the commit
+            revoked.append(real_txn((), (), [key]))
+        return real_txn(compares, puts, deletes, lease)
+
+    monkeypatch.setattr(store, "txn", revoking_txn)
+    with pytest.raises(Denied) as info:
+        apply_compiled(store, ALICE, dict([service("web")]), {"shop.cca"})
+    assert info.value.denials[0].code == "no_role"
+    assert store.get("desired/service/default/web") is None
