@@ -8,6 +8,7 @@ Number (checked to fit 32 bits), tuple → Tuple, `Const("a")` → the constant 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from clingo import Function, Number, String, Symbol, SymbolType, Tuple_
 
@@ -26,6 +27,12 @@ class Const:
         return self.name
 
 
+@lru_cache(maxsize=1 << 16)
+def _string(value: str) -> Symbol:
+    """Names (nodes, services) recur in every fact about them; build each String symbol once."""
+    return String(value)
+
+
 def to_symbol(value: object) -> Symbol:
     """One Python value as a clingo symbol."""
     if isinstance(value, Symbol):
@@ -37,7 +44,7 @@ def to_symbol(value: object) -> Symbol:
             raise SymbolRangeError(f"integer {value} does not fit clingo's 32 bits (use MiB, millicores)")
         return Number(value)
     if isinstance(value, str):
-        return String(value)
+        return _string(value)
     if isinstance(value, Const):
         return Function(value.name)
     if isinstance(value, tuple):
