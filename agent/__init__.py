@@ -1,10 +1,10 @@
 """The node agent below its API connection: runtimes, images, container networking, and the
 reconcile core that turns the node's slice of facts into running containers and observed facts.
 
-Wiring an agent process: register `node_document(...)`; fold `watch_slice` events into a
-`SliceState`; once synced, call `NodeCore(node, make_runtime(kind, state_dir, ImageStore(state_dir)),
-state_dir=state_dir).apply(state.facts)` on every change and every second; report
-`Reporter.changes(observed)` and mark it `sent`.
+An agent process is `AgentLoop(AgentClient(client), NodeCore(node, make_runtime(kind, state_dir,
+ImageStore(state_dir)), state_dir=state_dir), node_document(...)).run(stop_event)`: it registers,
+heartbeats, folds the slice (`SliceState`), reconciles on changes and every tick, and reports only
+changes (`Reporter`).
 Names are imported on first use, so `cca image …` does not pay for pyroute2.
 """
 
@@ -20,6 +20,7 @@ _EXPORTS = {
     "default_state_dir": "paths",
     "Backoff": "reconcile", "Reconciler": "reconcile",
     "Reporter": "slice_state", "SliceState": "slice_state",
+    "AgentLoop": "loop",
 }
 __all__ = sorted(_EXPORTS)
 

@@ -31,10 +31,14 @@ class SliceState:
         elif kind == "synced":
             self.synced = True
         elif kind == "resync":
-            self.facts.clear()
-            self.synced, self.revision = False, 0
+            self.reset()
             return False
         return self.synced
+
+    def reset(self) -> None:
+        """Forget everything (before watching again from revision 0)."""
+        self.facts.clear()
+        self.synced, self.revision = False, 0
 
 
 class Reporter:

@@ -1,0 +1,108 @@
+"""The agent process's loop on top of the API: register the node under a lease and keep it alive,
+fold the node's slice from the watch, reconcile on every change and every `tick` seconds, and
+report only what changed. Knobs: `ttl` (the node lease), `tick`, `retry` (after a broken watch or
+heartbeat: re-watch from the last revision seen, re-register under a new lease).
+
+`client` is an `engine.api.agent_client.AgentClient` (anything with `register`, `heartbeat`,
+`watch_slice` and `report`); `core` a `NodeCore`.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from ccattler.agent.node import NodeCore
+from ccattler.agent.slice_state import Reporter, SliceState
+from ccattler.engine.facts import CcaError
+
+log = logging.getLogger(__name__)
+
+
+class AgentLoop:
+    """One node's agent: `run(stop)` until `stop` is set (containers keep running afterwards)."""
+
+    def __init__(self, client: Any, core: NodeCore, node_doc: Mapping[str, Any], *, ttl: float = 10.0,
+                 tick: float = 1.0, retry: float = 1.0):
+        self.client, self.core, self.node_doc = client, core, dict(node_doc)
+        self.ttl, self.tick, self.retry = ttl, tick, retry
+        self.state = SliceState()
+        self.reporter = Reporter()
+        self._events: queue.Queue[tuple[int, dict[str, Any] | None]] = queue.Queue()
+        self._generation = 0
+
+    def run(self, stop: threading.Event) -> None:
+        heartbeat = self._register()
+        self._watch(0)
+        try:
+            while not stop.is_set():
+                if not heartbeat.alive:
+                    log.warning("heartbeat stopped (%s); registering again", heartbeat.error)
+                    stop.wait(self.retry)
+                    heartbeat = self._register()
+                self._drain()
+                if self.state.synced:
+                    self._reconcile_and_report()
+        finally:
+            heartbeat.stop()
+
+    # -- steps ---------------------------------------------------------------------------------
+    def _register(self) -> Any:
+        lease = self.client.register(self.node_doc, ttl=self.ttl)
+        return self.client.heartbeat(lease, interval=self.ttl / 3)
+
+    def _watch(self, from_revision: int) -> None:
+        """Start a watcher thread; events of older watchers are ignored by generation."""
+        self._generation += 1
+        generation = self._generation
+
+        def pump() -> None:
+            try:
+                for event in self.client.watch_slice(from_revision):
+                    self._events.put((generation, event))
+            except CcaError as exc:
+                log.warning("slice watch broke: %s", exc)
+            self._events.put((generation, None))  # the stream ended
+
+        threading.Thread(target=pump, name=f"cca-slice-{generation}", daemon=True).start()
+
+    def _drain(self) -> None:
+        """Wait up to `tick` for events and fold in all that arrived; restart a finished watch."""
+        try:
+            batch = [self._events.get(timeout=self.tick)]
+        except queue.Empty:
+            return
+        while True:
+            try:
+                batch.append(self._events.get_nowait())
+            except queue.Empty:
+                break
+        for generation, event in batch:
+            if generation != self._generation:
+                continue
+            if event is None:  # resume where we were, or start over if the slice never completed
+                time.sleep(self.retry)
+                if not self.state.synced:
+                    self.state.reset()
+                self._watch(self.state.revision)
+            elif event["kind"] == "resync":
+                self.state.apply(event)
+                self._watch(0)
+            else:
+                self.state.apply(event)
+
+    def _reconcile_and_report(self) -> None:
+        observed = self.core.apply(self.state.facts)
+        batch = self.reporter.changes(observed)
+        if not batch:
+            return
+        try:
+            self.client.report(batch)
+        except CcaError as exc:  # the next tick reports again
+            log.warning("report failed: %s", exc)
+            return
+        self.reporter.sent(batch)
