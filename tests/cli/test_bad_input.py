@@ -97,3 +97,23 @@ def test_watch_is_resumable_by_revision(cli_cluster, tmp_path):
         event = next(stream)
     assert event["key"] == "desired/service/default/web" and event["value"]["image"] == "nginx:2"
     assert event["revision"] > first
+
+
+def test_templates_dry_run_and_delete_by_file(cli_cluster, tmp_path, monkeypatch):
+    template = "service {{ name }} {\n    image {{ image }}\n    instances {{ n }}\n}\n"
+    (tmp_path / "app.cca").write_text(template)
+    (tmp_path / "values.ccv").write_text('name = "api"\nimage = "nginx:1.27"\nn = 1\n')
+    monkeypatch.setenv("APP_IMAGE", "nginx:1.28")
+    args = ["--values", str(tmp_path / "values.ccv"), "--set", "n=3", "--set-from-env", "image=APP_IMAGE"]
+    dry = cli_cluster.cca("apply", str(tmp_path / "app.cca"), *args, "--dry-run")
+    assert dry.exit_code == 0 and "service api created (dry run)" in dry.output, dry.output
+    assert _state_keys(cli_cluster) == []
+    assert cli_cluster.cca("apply", str(tmp_path / "app.cca"), *args).exit_code == 0
+    doc = json.loads(cli_cluster.cca("get", "services", "api", "-o", "json").output)[0]["value"]
+    assert (doc["image"], doc["instances"]) == ("nginx:1.28", 3)
+    missing = cli_cluster.cca("apply", str(tmp_path / "app.cca"))
+    assert missing.exit_code == 1 and "name" in missing.output  # undefined template value, named
+    (tmp_path / "app.cca").write_text("service api { image x }\n")
+    deleted = cli_cluster.cca("delete", "-f", str(tmp_path / "app.cca"))
+    assert deleted.exit_code == 0 and "service api deleted" in deleted.output, deleted.output
+    assert _state_keys(cli_cluster) == []

@@ -126,3 +126,16 @@ def test_failed_logins_are_rate_limited_per_host_and_audited_only_up_to_the_limi
     assert codes[:3] == [grpc.StatusCode.UNAUTHENTICATED] * 3
     assert codes[3:] == [grpc.StatusCode.RESOURCE_EXHAUSTED] * 3
     assert len(c.store.range("audit/")[0]) == 3
+
+
+def test_server_refuses_an_expired_certificate_even_if_the_client_sends_it(cluster, tmp_path):
+    cert, key = _write_identity(tmp_path, cluster.files.load_ca(), "old", lifetime=dt.timedelta(seconds=-1))
+    from pathlib import Path
+
+    credentials = grpc.ssl_channel_credentials(cluster.files.ca_cert.read_bytes(), Path(key).read_bytes(),
+                                               Path(cert).read_bytes())
+    channel = grpc.secure_channel(cluster.server.listen, credentials)
+    with pytest.raises(grpc.RpcError) as err:
+        channel.unary_unary("/ccattler.v1.Cluster/Status")(b"", timeout=5)
+    assert err.value.code() == grpc.StatusCode.UNAVAILABLE
+    channel.close()
