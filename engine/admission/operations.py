@@ -54,12 +54,25 @@ class NotFound(CcaError):
     """The named object does not exist."""
 
 
+def owner_name(source: str, tenant: str) -> str:
+    """Who owns what an apply declares: the file, qualified by the apply's tenant when it is not
+    the default (`app.cca@payments`), so applying one file into two tenants prunes neither."""
+    return source if tenant == DEFAULT_TENANT else f"{source}@{tenant}"
+
+
 def compile_checked(sources: Sequence[Source], tenant: str, reader: Reader | None) -> dict[str, Any]:
-    """The compiled documents of `sources` (DslError passes through); every key must name a
-    declarable kind."""
+    """The compiled documents of `sources` (DslError passes through), each of a declarable kind,
+    owned by `owner_name(file, tenant)`."""
     from ccattler.dsl import compile_sources
 
-    return _checked(compile_sources(list(sources), tenant=tenant, reader=reader))
+    compiled = _checked(compile_sources(list(sources), tenant=tenant, reader=reader))
+    for doc in compiled.values():
+        doc["source"] = owner_name(doc["source"], tenant)
+    return compiled
+
+
+def _owners(sources: Sequence[Source], tenant: str) -> set[str]:
+    return {owner_name(s.name, tenant) for s in sources}
 
 
 def _checked(docs: Mapping[str, Any]) -> dict[str, Any]:
@@ -137,7 +150,7 @@ def apply_sources(
     """Compile, judge and commit `sources` atomically; raises `Denied` (nothing written) or
     `DslError`. Objects these files declared before and no longer do are removed."""
     compiled = compile_checked(sources, tenant, reader)
-    return _apply(store, principal, compiled, {s.name for s in sources}, dry_run)
+    return _apply(store, principal, compiled, _owners(sources, tenant), dry_run)
 
 
 def apply_compiled(
@@ -168,7 +181,7 @@ def diff_sources(
     what admission would say. Showing old documents needs read access to them."""
     compiled = compile_checked(sources, tenant, reader)
     state = read_state(store)
-    writes, warnings = _apply_writes(state, compiled, {s.name for s in sources})
+    writes, warnings = _apply_writes(state, compiled, _owners(sources, tenant))
     summary = _summary("diff", sources)
     plan = plan_changes(state, principal, writes, summary, warnings)
     reads = [object_request("read", c.ref, c.old, c.old) for c in plan.changed + plan.removed]

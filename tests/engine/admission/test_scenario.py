@@ -130,3 +130,15 @@ def test_diff_needs_read_access_to_what_it_shows(cluster):
     with pytest.raises(Denied) as info:
         diff_sources(cluster, stranger, [shop(edit(*WEB_4))])
     assert {(d.code, d.value) for d in info.value.denials} == {("no_role", "service.read")}
+
+
+def test_one_file_applied_into_two_tenants_owns_each_copy_separately(store):
+    web, worker = "service web {\n    image app:1.0\n}\n", "service worker {\n    image app:1.0\n}\n"
+    app = Source("app.cca", web + worker, None)
+    apply_sources(store, ADMIN, [app], tenant="alpha")
+    apply_sources(store, ADMIN, [app], tenant="beta")
+    assert store.get("desired/service/alpha/web").value["source"] == "app.cca@alpha"
+    smaller = Source("app.cca", web, None)
+    result = apply_sources(store, ADMIN, [smaller], tenant="beta")
+    assert [str(r) for r in result.removed] == ["service beta/worker"]
+    assert store.get("desired/service/alpha/worker") is not None
