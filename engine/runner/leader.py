@@ -3,8 +3,10 @@
 A candidate creates the key bound to its own lease, only if absent (compare mod_revision 0), and
 keeps the lease alive every `ttl / 3`. It steps down as soon as a keepalive fails, the key is no
 longer the one it created, or the store has been unreachable for a whole `ttl`, and then waits
-`ttl / 3` before campaigning again, so a healthy follower (woken by the key's deletion) wins. The key's
-mod_revision is the fencing token: the runner guards every commit with it (`fence`).
+`ttl / 3` before campaigning again, so a healthy follower (woken by the key's deletion) wins.
+The key's mod_revision is the fencing token: the runner guards every commit with it (`fence`).
+Identities must be unique among live runners; a stable one (e.g. per state directory) lets a
+restarted server take over the key its crashed predecessor left instead of waiting out its TTL.
 """
 
 from __future__ import annotations
@@ -101,13 +103,26 @@ class LeaderElection:
                 self._stopped.wait(min(1.0, period))
 
     def _campaign(self) -> bool:
+        held = self._store.get(LEADER_KEY)
+        holder = held.value.get("identity") if held is not None and isinstance(held.value, dict) else None
+        if held is not None and holder != self.identity:
+            return False
+        # A key under our own identity is a previous incarnation of this runner that died without
+        # revoking its lease (identities are unique among live runners): take it over at once.
         lease = self._store.lease_grant(self.ttl)
         ok, revision = self._store.txn(
-            [Compare(LEADER_KEY, 0)], [(LEADER_KEY, {"identity": self.identity})], (), lease=lease
+            [Compare(LEADER_KEY, held.mod_revision if held else 0)],
+            [(LEADER_KEY, {"identity": self.identity})], (), lease=lease,
         )
         if not ok:
             self._store.lease_revoke(lease)
             return False
+        if held is not None and held.lease:
+            log.info("runner %s: took leadership over from a previous incarnation", self.identity)
+            try:
+                self._store.lease_revoke(held.lease)  # it holds nothing any more
+            except StoreError:
+                pass
         with self._lock:
             self._lease, self._fence = lease, Compare(LEADER_KEY, revision)
         log.info("runner %s: elected leader at revision %d", self.identity, revision)

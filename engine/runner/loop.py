@@ -38,7 +38,12 @@ def backoff(attempt: int, base: float = 0.02, cap: float = 2.0) -> float:
 
 
 class Runner:
-    """Runs `controllers` (in this order) against `store` while elected leader; `stop()` ends it."""
+    """Runs `controllers` (in this order) against `store` while elected leader; `stop()` ends it.
+
+    `identity` names this runner in `leader/runner`; it must be unique among live runners. The
+    default is random; pass a stable one (e.g. derived from the state directory) so a restart
+    after a crash takes leadership over at once instead of after the old lease's TTL.
+    """
 
     def __init__(
         self,

@@ -174,3 +174,19 @@ def test_rewriting_the_same_value_triggers_nothing(store, runners):
     assert len(copy.calls) == before
     store.put("in/a", {"v": 2})
     assert eventually(lambda: store.get("out/a").value == {"v": 2})
+
+
+def test_a_restart_under_the_same_identity_takes_over_its_crashed_predecessor_at_once(store, runners):
+    # What a crashed server leaves behind: the key under its identity, bound to a live lease.
+    stale = store.lease_grant(60)
+    store.put(LEADER_KEY, {"identity": "server@/var/lib/ccattler"}, lease=stale)
+    other = runners(store, [Copy()], identity="someone-else")
+    time.sleep(0.5)
+    assert not other.is_leader  # a different identity waits for the lease
+    started = time.monotonic()
+    restarted = runners(store, [Copy()], identity="server@/var/lib/ccattler")
+    assert eventually(lambda: restarted.is_leader, timeout=5)
+    assert time.monotonic() - started < 2
+    assert not other.is_leader
+    store.put("in/a", {"v": 1})
+    assert eventually(lambda: store.get("out/a") is not None)
