@@ -1,15 +1,21 @@
 """Audit records at `audit/<time>-<request id>`: who asked for what, and what was decided.
 
 Every security-relevant call (apply, delete, policy, secret, token, user, join, denials) writes one.
+`AuditLog` keeps the newest `keep` records: every `prune_every` writes it deletes older ones.
 """
 
 from __future__ import annotations
 
-import time
+import itertools
+import threading
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from ccattler.engine.store import Store
+
+DEFAULT_KEEP = 100_000
+#: Deletes per transaction when pruning (under etcd's default limit of 128 operations).
+_PRUNE_BATCH = 100
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,15 +33,32 @@ class AuditRecord:
         return f"audit/{int(self.time * 1_000_000):020d}-{self.request_id}"
 
 
-def record(store: Store, entry: AuditRecord) -> None:
-    store.put(entry.key, asdict(entry))
+class AuditLog:
+    """Writes audit records and bounds how many the store keeps."""
+
+    def __init__(self, store: Store, keep: int = DEFAULT_KEEP, prune_every: int = 1000) -> None:
+        self.store, self.keep, self.prune_every = store, keep, prune_every
+        self._writes = itertools.count(1)
+        self._pruning = threading.Lock()
+
+    def record(self, entry: AuditRecord) -> None:
+        self.store.put(entry.key, asdict(entry))
+        if next(self._writes) % self.prune_every == 0 and self._pruning.acquire(blocking=False):
+            try:
+                self.prune()
+            finally:
+                self._pruning.release()
+
+    def prune(self) -> int:
+        """Delete all but the newest `keep` records; returns how many went."""
+        facts, _ = self.store.range("audit/")
+        old = [f.key for f in facts[: max(0, len(facts) - self.keep)]]
+        for start in range(0, len(old), _PRUNE_BATCH):
+            self.store.txn((), (), old[start:start + _PRUNE_BATCH])
+        return len(old)
 
 
 def recent(store: Store, limit: int) -> list[dict[str, Any]]:
     """The newest `limit` records, oldest first."""
     facts, _ = store.range("audit/")
     return [f.value for f in facts[-limit:]] if limit > 0 else [f.value for f in facts]
-
-
-def now() -> float:
-    return time.time()

@@ -20,7 +20,6 @@ from ccattler.engine.api.errors import BadRequest, RateLimited, Unauthenticated,
 from ccattler.engine.api.gen.ccattler.v1 import api_pb2
 from ccattler.engine.api.limits import RateLimiter
 from ccattler.engine.api.metrics import ApiMetrics
-from ccattler.engine.store import Store
 
 log = logging.getLogger("ccattler.api")
 
@@ -41,7 +40,7 @@ class Call:
 class Plumbing:
     """What every handler of one listener shares."""
 
-    store: Store
+    audit: audit.AuditLog
     authenticate: Callable[[grpc.ServicerContext], Principal]
     limiter: RateLimiter
     metrics: ApiMetrics
@@ -93,7 +92,7 @@ class _Handling:
         entry = audit.AuditRecord(call.request_id if call else uuid.uuid4().hex[:12], time.time(), who,
                                   self.name, target or "", decision, message[:500])
         try:
-            audit.record(self.plumbing.store, entry)
+            self.plumbing.audit.record(entry)
         except Exception:  # the call's own outcome stands; a lost audit record is logged loudly
             log.exception("could not write audit record %s", entry)
 

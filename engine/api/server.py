@@ -4,7 +4,8 @@
 admin, nodes, workloads); `token_listen` (default: the next port) is server-verified TLS where users
 present bearer tokens and joining nodes present join tokens. gRPC's Python API cannot ask for an
 optional client certificate on one port, hence two. Limits: `max_message_bytes`, `rate`/`burst` per
-caller, `auth_failure_rate`/`_burst` per host (failed logins are audited only up to that rate).
+caller, `auth_failure_rate`/`_burst` per host (failed logins are audited only up to that rate);
+`audit_keep` bounds the audit records kept.
 `/metrics` and `/healthz` are plain HTTP on `metrics_listen` (localhost by default).
 """
 
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 import grpc
 
 from ccattler.engine.api.agent import AgentService
+from ccattler.engine.api.audit import DEFAULT_KEEP, AuditLog
 from ccattler.engine.api.authn import CertAuthenticator, TokenAuthenticator
 from ccattler.engine.api.calls import Plumbing, handler
 from ccattler.engine.api.cluster import ClusterService
@@ -41,6 +43,7 @@ class ServerOptions:
     burst: int = 100
     auth_failure_rate: float = 1.0
     auth_failure_burst: int = 20
+    audit_keep: int = DEFAULT_KEEP
     workers: int = 32
 
 
@@ -58,6 +61,7 @@ class ApiServer:
         self.metrics = ApiMetrics()
         limiter = RateLimiter(options.rate, options.burst)
         failures = RateLimiter(options.auth_failure_rate, options.auth_failure_burst)
+        audit_log = AuditLog(store, options.audit_keep)
         cluster, agent = ClusterService(store, keys), AgentService(store, ca, keys)
         grpc_options = [("grpc.max_receive_message_length", options.max_message_bytes),
                         ("grpc.max_send_message_length", 64 * 1024 * 1024),
@@ -65,7 +69,7 @@ class ApiServer:
 
         def listener(authenticate, public: frozenset[str], address: str, mutual: bool
                      ) -> tuple[grpc.Server, int]:
-            plumbing = Plumbing(store, authenticate, limiter, self.metrics, failures)
+            plumbing = Plumbing(audit_log, authenticate, limiter, self.metrics, failures)
             server = grpc.server(futures.ThreadPoolExecutor(options.workers, thread_name_prefix="cca-api"),
                                  options=grpc_options)
             server.add_generic_rpc_handlers([handler("Cluster", cluster, plumbing, public),

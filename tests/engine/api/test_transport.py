@@ -139,3 +139,13 @@ def test_server_refuses_an_expired_certificate_even_if_the_client_sends_it(clust
         channel.unary_unary("/ccattler.v1.Cluster/Status")(b"", timeout=5)
     assert err.value.code() == grpc.StatusCode.UNAVAILABLE
     channel.close()
+
+
+def test_audit_log_keeps_the_newest_records(cluster):
+    from ccattler.engine.api.audit import AuditLog, AuditRecord
+
+    log = AuditLog(cluster.store, keep=5, prune_every=4)
+    for i in range(12):
+        log.record(AuditRecord(f"r{i:02d}", 1000.0 + i, "admin", "Apply", "x", "allowed"))
+    kept = [f.value["request_id"] for f in cluster.store.range("audit/")[0]]
+    assert kept[-1] == "r11" and "r00" not in kept and len(kept) <= 5 + 3
