@@ -92,7 +92,7 @@ class Reconciler:
                     self._crashed(name, status, record, now)
                 elif status.state == "running":
                     self._running(record, now)
-            self._each(self._remove, removals)
+            self._remove(removals)
             self._each(lambda job: self._start(*job), starts)
             for name in set(self._records) - set(desired):
                 del self._records[name]
@@ -118,7 +118,7 @@ class Reconciler:
     def remove_all(self) -> None:
         """Stop and remove every container of this runtime and their networks (node shutdown)."""
         with self._lock:
-            self._each(self._remove, [s.name for s in self.runtime.list()])
+            self._remove([s.name for s in self.runtime.list()])
             self._records.clear()
             self.gc({})
 
@@ -179,11 +179,15 @@ class Reconciler:
             except (CcaError, OSError):
                 log.exception("cleaning up after a failed start of %s", spec.key)
 
-    def _remove(self, name: str) -> None:
-        try:
-            self.runtime.stop(name, timeout=self.stop_timeout)
-        except (CcaError, OSError) as exc:
-            log.warning("stopping %s: %s (removing anyway)", name, exc)
+    def _remove(self, names: list[str]) -> None:
+        """Stop all of `names` within one grace period, then remove them and their networks."""
+        if not names:
+            return
+        for name, error in self.runtime.stop_many(names, timeout=self.stop_timeout).items():
+            log.warning("stopping %s: %s (removing anyway)", name, error)
+        self._each(self._discard, names)
+
+    def _discard(self, name: str) -> None:
         self.runtime.remove(name)
         if self.network is not None:
             self.network.detach(name)

@@ -136,6 +136,17 @@ class Runtime(abc.ABC):
     def logs(self, name: str, tail_bytes: int | None = None) -> bytes:
         """The container's combined stdout and stderr (the last `tail_bytes` if given)."""
 
+    def stop_many(self, names: list[str], timeout: float = 5.0) -> dict[str, str]:
+        """Stop several containers; returns name → error for those that would not stop.
+        Runtimes override this to share one grace period among all of them."""
+        errors = {}
+        for name in names:
+            try:
+                self.stop(name, timeout)
+            except CcaError as exc:
+                errors[name] = str(exc)
+        return errors
+
     def status(self, name: str) -> ContainerStatus | None:
         """The status of one container, or None when absent."""
         return next((s for s in self.list() if s.name == name), None)

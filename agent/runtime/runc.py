@@ -15,6 +15,7 @@ import shutil
 import subprocess
 import threading
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -127,21 +128,36 @@ class RuncRuntime(Runtime):
         started.rename(bundle / "started")  # atomic: list() may read it from another thread
 
     def stop(self, name: str, timeout: float = 5.0) -> None:
-        cid = container_id(name)
-        if self._state(cid) != "running":
-            return
-        self._runc("kill", cid, "TERM", check=False)
+        if error := self.stop_many([name], timeout).get(name):
+            raise ContainerError(error)
+
+    def stop_many(self, names: list[str], timeout: float = 5.0) -> dict[str, str]:
+        """SIGTERM all, one shared grace period, then SIGKILL (all processes) what still runs."""
+        wanted = {container_id(n): n for n in names}
+        running = self._running(wanted)
+        self._kill_all(running, ["TERM"])
+        running = self._wait_stopped(running, timeout)
+        self._kill_all(running, ["--all", "KILL"])
+        running = self._wait_stopped(running, 2.0)
+        return {wanted[cid]: f"container {wanted[cid]} did not stop after SIGKILL" for cid in running}
+
+    def _running(self, cids: Mapping[str, str] | set[str]) -> set[str]:
+        return {e["id"] for e in self._runc_list() if e["id"] in cids and e["status"] == "running"}
+
+    def _kill_all(self, cids: set[str], signal_args: list[str]) -> None:
+        """`runc kill` every container at once (one process each, waited together)."""
+        kills = [subprocess.Popen([self.runc, "--root", str(self.root), "kill", *signal_args[:-1], cid,
+                                   signal_args[-1]], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.DEVNULL) for cid in cids]
+        for kill in kills:
+            kill.wait(timeout=30)
+
+    def _wait_stopped(self, cids: set[str], timeout: float) -> set[str]:
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self._state(cid) != "running":
-                return
+        while cids and time.monotonic() < deadline:
             time.sleep(0.05)
-        self._runc("kill", "--all", cid, "KILL", check=False)
-        for _ in range(100):
-            if self._state(cid) != "running":
-                return
-            time.sleep(0.02)
-        raise ContainerError(f"container {name} did not stop after SIGKILL")
+            cids = self._running(cids)
+        return cids
 
     def remove(self, name: str) -> None:
         self._discard(container_id(name))
