@@ -47,14 +47,39 @@ def make_runtime(kind: str, state_dir: Path, images: ImageStore, runc_root: Path
 
 
 def machine_capacity() -> dict[str, int]:
-    """This machine's cpu (millicores, from the cpus this process may use) and memory (bytes)."""
+    """This machine's cpu (millicores, from the cpus this process may use) and memory (bytes: the
+    physical memory, or this process's cgroup limit when lower)."""
     memory = 0
     with open("/proc/meminfo") as meminfo:
         for line in meminfo:
             if line.startswith("MemTotal:"):
                 memory = int(line.split()[1]) * 1024
                 break
-    return {"cpu": len(os.sched_getaffinity(0)) * 1000, "memory": memory}
+    limit = _cgroup_memory_limit()
+    return {"cpu": len(os.sched_getaffinity(0)) * 1000, "memory": min(memory, limit) if limit else memory}
+
+
+def _cgroup_memory_limit() -> int | None:
+    """The memory limit of this process's cgroup (v1 or v2), or None when unlimited or unknown."""
+    try:
+        lines = Path("/proc/self/cgroup").read_text().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        if controllers == "memory":
+            candidate = Path("/sys/fs/cgroup/memory") / path.lstrip("/") / "memory.limit_in_bytes"
+        elif controllers == "":
+            candidate = Path("/sys/fs/cgroup") / path.lstrip("/") / "memory.max"
+        else:
+            continue
+        try:
+            text = candidate.read_text().strip()
+        except OSError:
+            continue
+        if text.isdigit() and int(text) < 1 << 60:  # v1 reports "unlimited" as a huge number
+            return int(text)
+    return None
 
 
 def node_document(*, capacity: Mapping[str, int] | None = None,
