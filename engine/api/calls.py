@@ -96,7 +96,7 @@ class _Handling:
         except Exception:  # the call's own outcome stands; a lost audit record is logged loudly
             log.exception("could not write audit record %s", entry)
 
-    def fail(self, context: grpc.ServicerContext, exc: BaseException, call: Call | None) -> tuple:
+    def fail(self, exc: BaseException, call: Call | None) -> tuple[grpc.StatusCode, str]:
         code = status_of(exc)
         if code == grpc.StatusCode.INTERNAL:
             rid = call.request_id if call else "-"
@@ -119,7 +119,7 @@ def _unary(h: _Handling, request_cls: type) -> Callable:
             request = _parse(request_cls, raw)
             return h.fn(request, call)
         except Exception as exc:
-            code, message = h.fail(context, exc, call)
+            code, message = h.fail(exc, call)
         finally:
             h.audit(call, context, request, code, message)
             h.finish(code, started)
@@ -130,16 +130,20 @@ def _unary(h: _Handling, request_cls: type) -> Callable:
 
 def _streaming(h: _Handling, request_cls: type, client_streaming: bool) -> Callable:
     def behavior(raw: Any, context: grpc.ServicerContext) -> Iterator[Any]:
-        started, call, code, message = time.perf_counter(), None, grpc.StatusCode.OK, ""
+        started, call, request, code, message = time.perf_counter(), None, None, grpc.StatusCode.OK, ""
         h.plumbing.metrics.streams.labels(h.name).inc()
         try:
             call = h.begin(context)
-            request = (_parse(request_cls, r) for r in raw) if client_streaming else _parse(request_cls, raw)
-            yield from h.fn(request, call)
+            if client_streaming:
+                yield from h.fn((_parse(request_cls, r) for r in raw), call)
+            else:
+                request = _parse(request_cls, raw)
+                yield from h.fn(request, call)
         except Exception as exc:
-            code, message = h.fail(context, exc, call)
+            code, message = h.fail(exc, call)
         finally:
             h.plumbing.metrics.streams.labels(h.name).dec()
+            h.audit(call, context, request, code, message)
             h.finish(code, started)
         if code != grpc.StatusCode.OK:
             context.abort(code, message)

@@ -84,3 +84,12 @@ def test_join_a_node_with_a_token_once(cli_cluster, tmp_path):
     assert again.exit_code == 1 and "already used" in again.output
     as_node = cli_cluster.cca("user", "list", env=node_home)  # a node certificate is not an admin
     assert as_node.exit_code == 1 and "denied" in as_node.output
+
+
+def test_a_denied_watch_is_audited(cli_cluster):
+    assert cli_cluster.cca("user", "create", "bob").exit_code == 0
+    token = cli_cluster.cca("user", "token", "bob").output.splitlines()[0]
+    denied = cli_cluster.cca("watch", "audit/", env={"CCA_TOKEN": token})
+    assert denied.exit_code == 1 and "denied" in denied.output
+    records = yaml.safe_load(cli_cluster.cca("audit", "-o", "yaml").output)
+    assert any((r["verb"], r["principal"], r["decision"]) == ("Watch", "bob", "denied") for r in records)
