@@ -1,8 +1,9 @@
 """Operator `.lp` policies: validated, stored at `desired/lp/<name>`, judged on the next request.
 
 A policy must parse, read no predicate that is neither in the vocabulary (`VOCABULARY`) nor derived
-by the policy itself (a typo such as `servce(S)` would otherwise be silently false), and ground
-over a fixture of the vocabulary in a child process within a time limit (`probe.py`). Errors name
+by the policy itself (a typo such as `servce(S)` would otherwise be silently false), not recurse
+through rules that build new terms, and ground over a fixture of the vocabulary in a child process
+within a time limit (`probe.py`). Errors name
 `<name>.lp:line:col`.
 """
 
@@ -35,15 +36,22 @@ class OperatorPolicy:
     revision: int
 
 
-def unknown_predicates(name: str, text: str) -> list[str]:
-    """`<name>.lp:line:col: …` for every predicate neither in the vocabulary nor derived here."""
+def static_errors(name: str, text: str) -> list[str]:
+    """`<name>.lp:line:col: error: …` for every predicate neither in the vocabulary nor derived
+    here, and every recursive rule that builds new terms (its grounding may never end)."""
     found = signatures(text)
-    return [
+    errors = [
         f"{name}.lp:{use.line}:{use.column}: error: unknown predicate {use.signature[0]}/{use.signature[1]}: "
         "not in the admission vocabulary (rules/README.md) and not derived by this policy"
         for use in found.uses
         if use.signature not in found.defined and use.signature not in _KNOWN
     ]
+    errors += [
+        f"{name}.lp:{use.line}:{use.column}: error: {use.signature[0]}/{use.signature[1]} is derived "
+        "recursively from new terms (like `p(X+1) :- p(X).`): its grounding may never finish"
+        for use in found.unbounded
+    ]
+    return errors
 
 
 def validate_policy(name: str, text: str) -> None:
@@ -59,7 +67,7 @@ def validate_policy(name: str, text: str) -> None:
         Session(program_from_text(f"lp/{name}", text, label=f"{name}.lp"), SOLVE_OPTIONS)
     except LogicError as exc:
         raise PolicyError(f"policy {name} is not valid:\n{exc}") from None
-    errors = unknown_predicates(name, text)
+    errors = static_errors(name, text)
     if errors:
         raise PolicyError(f"policy {name} is not valid:\n" + "\n".join(errors))
     probe(name, text)

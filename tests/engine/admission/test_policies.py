@@ -14,6 +14,7 @@ from ccattler.engine.admission import (
     authorize,
     delete_policy,
     list_policies,
+    policies,
     probe,
 )
 from ccattler.engine.admission.operations import apply_compiled
@@ -85,8 +86,27 @@ def test_includes_and_scripts_are_refused(store, text):
         apply_policy(store, ADMIN, "p", text)
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        pytest.param("n(0).\nn(X + 1) :- n(X), service(_).\n", id="arithmetic"),
+        pytest.param('n(0) :- image_tag(_, "rare").\nn(f(X)) :- m(X).\nm(X) :- n(X).\n', id="function-cycle"),
+    ],
+)
+def test_recursion_through_new_terms_is_refused(store, text):
+    with pytest.raises(PolicyError, match=r"loop.lp:\d+:1: error: n/1 is derived recursively from new terms"):
+        apply_policy(store, ADMIN, "loop", text)
+    assert list_policies(store) == []
+
+
+def test_bounded_helpers_are_fine(store):
+    text = "pair((S, N)) :- service_instances(S, N).\ndeny(big, P) :- pair(P), P = (_, N), N > 9.\n"
+    apply_policy(store, ADMIN, "pairs", text)
+
+
 def test_policy_that_never_finishes_grounding_is_refused(store, monkeypatch):
     monkeypatch.setattr(probe, "PROBE_SECONDS", 2.0)
+    monkeypatch.setattr(policies, "static_errors", lambda name, text: [])  # reach the probe
     with pytest.raises(PolicyError, match=r"did not finish in 2 s"):
         apply_policy(store, ADMIN, "loop", "n(0).\nn(X + 1) :- n(X), service(_).\n")
     assert list_policies(store) == []
