@@ -34,7 +34,7 @@ def free_port_pair() -> int:
 
 
 class CliCluster:
-    def __init__(self, home: Path, store_url: str):
+    def __init__(self, home: Path, store_url: str, runner: bool = False):
         self.home, self.store_url = home, store_url
         self.port = free_port_pair()
         self.env = {"CCA_HOME": str(home)}
@@ -42,7 +42,8 @@ class CliCluster:
         assert result.exit_code == 0, result.output
         self.log = open(home / "server.log", "wb")  # noqa: SIM115 (closed in stop)
         self.process = subprocess.Popen(
-            [CCA, "server", "--store", store_url, "--metrics", "off", "--no-runner"],
+            [CCA, "server", "--store", store_url, "--metrics", "off",
+             "--runner" if runner else "--no-runner"],
             env=os.environ | self.env, stdout=self.log, stderr=subprocess.STDOUT)
         self._wait_ready()
 
@@ -71,6 +72,13 @@ class CliCluster:
 @pytest.fixture
 def cli_cluster(tmp_path):
     c = CliCluster(tmp_path / "home", f"sqlite://{tmp_path}/state.db")
+    yield c
+    c.stop()
+
+
+@pytest.fixture
+def cli_cluster_with_runner(tmp_path):
+    c = CliCluster(tmp_path / "home", f"sqlite://{tmp_path}/state.db", runner=True)
     yield c
     c.stop()
 

@@ -93,3 +93,21 @@ def test_a_denied_watch_is_audited(cli_cluster):
     assert denied.exit_code == 1 and "denied" in denied.output
     records = yaml.safe_load(cli_cluster.cca("audit", "-o", "yaml").output)
     assert any((r["verb"], r["principal"], r["decision"]) == ("Watch", "bob", "denied") for r in records)
+
+
+def test_the_server_runs_the_controllers(cli_cluster_with_runner, tmp_path):
+    import json
+    import time
+
+    cluster = cli_cluster_with_runner
+    (tmp_path / "web.cca").write_text("service web { image nginx:1.27  instances 3 }\n")
+    assert cluster.cca("apply", str(tmp_path / "web.cca")).exit_code == 0
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        status = json.loads(cluster.cca("status", "-o", "json").output)
+        if status["instances"]["desired"] == 3 and status["leader"]:
+            break
+        time.sleep(0.3)
+    assert status["instances"]["desired"] == 3 and status["leader"]
+    instances = json.loads(cluster.cca("get", "instances", "-o", "json").output)
+    assert sorted(i["service"] for i in instances) == ["default/web"] * 3
