@@ -14,7 +14,7 @@ from typing import Any
 
 from ccattler.dsl import quantities
 from ccattler.dsl.ast import File, ListValue, Node, Scalar, Span
-from ccattler.dsl.errors import ERROR, WARNING, Diagnostic, did_you_mean, line_of
+from ccattler.dsl.errors import ERROR, WARNING, Diagnostic, did_you_mean
 from ccattler.dsl.sources import Reader, Source, escapes
 from ccattler.engine.facts import CcaError, InvalidKey, parse_service
 
@@ -52,6 +52,7 @@ class Unit:
         self.reader = reader
         self.diagnostics: list[Diagnostic] = []
         self._broken = broken_lines
+        self._lines: list[str] | None = None  # the source's lines, split once when first needed
 
     # ---- diagnostics ---------------------------------------------------------------------------
     def report(self, severity: str, span: Span, code: str, message: str,
@@ -59,9 +60,12 @@ class Unit:
         if any(a <= span.line <= b for a, b in self._broken):
             return  # that block has a syntax error; what follows from it would only be noise
         width = span.end_column - span.column if span.end_line == span.line else 1
+        if self._lines is None:
+            self._lines = self.file.text.split("\n")
+        source_line = self._lines[span.line - 1] if 0 < span.line <= len(self._lines) else ""
         self.diagnostics.append(Diagnostic(
             self.file.name, span.line, span.column, severity, code, message,
-            line_of(self.file.text, span.line), max(1, width), suggestion))
+            source_line, max(1, width), suggestion))
 
     def error(self, span: Span, code: str, message: str, suggestion: str | None = None) -> None:
         self.report(ERROR, span, code, message, suggestion)
