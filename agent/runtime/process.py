@@ -2,7 +2,8 @@
 without root. No isolation: the image is not unpacked, the command runs through the host's
 `/bin/sh -c` in `<state>/processes/<id>/root` (where config files are written, under their path).
 
-Knob: `state_dir`. Processes survive an agent restart; they are found again by pid and start time.
+Knobs: `state_dir`, `max_log_bytes` (log rotation). Processes survive an agent restart; they are
+found again by pid and start time.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ccattler.agent.runtime import logfile
 from ccattler.agent.runtime.base import (
     ContainerError,
     ContainerNotFound,
@@ -50,7 +52,8 @@ class ProcessRuntime(Runtime):
     kind = "process"
     isolated_network = False
 
-    def __init__(self, state_dir: Path | str):
+    def __init__(self, state_dir: Path | str, max_log_bytes: int = logfile.DEFAULT_MAX_BYTES):
+        self.max_log_bytes = max_log_bytes
         self.dirs = Path(state_dir) / "processes"
         self.dirs.mkdir(parents=True, exist_ok=True)
         self._children: dict[str, subprocess.Popen[bytes]] = {}
@@ -161,8 +164,13 @@ class ProcessRuntime(Runtime):
         path = self.dirs / container_id(name) / "log"
         if not path.parent.exists():
             raise ContainerNotFound(f"container {name} does not exist")
-        data = path.read_bytes() if path.exists() else b""
-        return data[-tail_bytes:] if tail_bytes is not None else data
+        return logfile.read(path, tail_bytes)
+
+    def prune(self) -> list[str]:
+        """Rotate logs that grew past their limit (a process runtime leaves no other leftovers)."""
+        for folder in self.dirs.iterdir():
+            logfile.rotate(folder / "log", self.max_log_bytes)
+        return []
 
     # -- internals -----------------------------------------------------------------------------
     @staticmethod

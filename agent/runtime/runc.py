@@ -2,8 +2,9 @@
 run detached with stdio redirected to a log file, listed and killed through runc's own state.
 
 Knobs: `state_dir` (bundles under `<state>/containers/<id>`), `runc_root` (runc's state, default
-`/run/ccattler/runc`; everything in it belongs to this runtime, which is how orphans are found) and
-`pull_missing`. Creating one makes this process a child subreaper (see `reaper`) for exit codes.
+`/run/ccattler/runc`; everything in it belongs to this runtime, which is how orphans are found),
+`pull_missing` and `max_log_bytes` (log rotation, on `prune`). Creating one makes this process a
+child subreaper (see `reaper`) for exit codes.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ccattler.agent.images.store import Image, ImageNotFound, ImageStore
+from ccattler.agent.runtime import logfile
 from ccattler.agent.runtime.base import (
     ContainerError,
     ContainerNotFound,
@@ -69,7 +71,8 @@ class RuncRuntime(Runtime):
 
     def __init__(self, state_dir: Path | str, images: ImageStore,
                  runc_root: Path | str = "/run/ccattler/runc", runc: str = "runc",
-                 cgroup_parent: str = "ccattler", pull_missing: bool = True):
+                 cgroup_parent: str = "ccattler", pull_missing: bool = True,
+                 max_log_bytes: int = logfile.DEFAULT_MAX_BYTES):
         if os.geteuid() != 0:
             raise ContainerError("the runc runtime needs root (use --runtime process for development)")
         if shutil.which(runc) is None:
@@ -82,6 +85,7 @@ class RuncRuntime(Runtime):
         self.runc = runc
         self.cgroup_parent = cgroup_parent
         self.pull_missing = pull_missing
+        self.max_log_bytes = max_log_bytes
         self.reaper = process_reaper()  # this process becomes a child subreaper: exit codes
         self._pulls: dict[str, threading.Lock] = {}
         self._pulls_lock = threading.Lock()
@@ -193,7 +197,8 @@ class RuncRuntime(Runtime):
         return statuses
 
     def prune(self) -> list[str]:
-        """Delete runc containers without a bundle and bundles without metadata (crash leftovers)."""
+        """Delete runc containers without a bundle and bundles without metadata (crash leftovers);
+        rotate logs that grew past their limit."""
         pruned = []
         bundles = {b.name for b in self.bundles.iterdir() if self._meta(b) is not None}
         for entry in self._runc_list():
@@ -204,6 +209,8 @@ class RuncRuntime(Runtime):
             if bundle.name not in bundles:
                 self._discard(bundle.name)
                 pruned.append(bundle.name)
+            else:
+                logfile.rotate(bundle / "log", self.max_log_bytes)
         return pruned
 
     def stats(self, name: str) -> Usage:
@@ -228,12 +235,7 @@ class RuncRuntime(Runtime):
         path = self.bundles / container_id(name) / "log"
         if not path.parent.exists():
             raise ContainerNotFound(f"container {name} does not exist")
-        if not path.exists():
-            return b""
-        with open(path, "rb") as f:
-            if tail_bytes is not None:
-                f.seek(max(0, path.stat().st_size - tail_bytes))
-            return f.read()
+        return logfile.read(path, tail_bytes)
 
     # -- internals -----------------------------------------------------------------------------
     def _image(self, name: str) -> Image:

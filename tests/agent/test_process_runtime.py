@@ -70,3 +70,18 @@ def test_a_killed_process_is_seen_exited_and_found_again_by_a_new_runtime(runtim
 def test_needs_a_command(runtime: ProcessRuntime) -> None:
     with pytest.raises(ContainerError, match="needs a command"):
         runtime.create(ContainerSpec("default/web-a", "busybox"))
+
+
+def test_logs_rotate_past_their_limit_and_read_whole(tmp_path: Path) -> None:
+    runtime = ProcessRuntime(tmp_path, max_log_bytes=1000)
+    runtime.create(ContainerSpec("default/chatty", "busybox", command="seq 1 500; exec sleep 30"))
+    runtime.start("default/chatty")
+    try:
+        wait_for(lambda: runtime.logs("default/chatty").endswith(b"500\n"))
+        runtime.prune()
+        folder = next((tmp_path / "processes").iterdir())
+        assert (folder / "log").stat().st_size == 0 and (folder / "log.1").stat().st_size > 1000
+        assert runtime.logs("default/chatty").splitlines()[-1] == b"500"
+        assert runtime.logs("default/chatty", tail_bytes=4) == b"500\n"
+    finally:
+        runtime.remove("default/chatty")
