@@ -90,6 +90,12 @@ class InstanceController:
     reads: ClassVar[tuple[str, ...]] = (SERVICES, INSTANCES, ROLLOUTS)
     writes: ClassVar[tuple[str, ...]] = (INSTANCES,)
 
+    def __init__(self) -> None:
+        # service → the inputs it last reconciled to "no change". The same inputs give no change
+        # again, so the service is skipped: a memo that never alters a result. With the runner's
+        # cache, unchanged documents are the same objects, so comparing them is cheap.
+        self._settled: dict[str, tuple[Any, ...]] = {}
+
     def depends_on(self, key: str) -> tuple[str, ...]:
         """An instance is derived from its service: commits are guarded by the service's revision."""
         tenant, service, _ = key[len(INSTANCES):].split("/", 2)
@@ -110,6 +116,7 @@ class InstanceController:
         puts: dict[str, Any] = {}
         deletes: set[str] = set()
         groups: list[frozenset[str]] = []
+        settled: dict[str, tuple[Any, ...]] = {}
         for full in sorted(services.keys() | existing.keys()):
             service = services.get(full)
             have = existing.get(full, [])
@@ -118,12 +125,20 @@ class InstanceController:
                 continue
             if replica_count(service) is None:
                 continue  # malformed (admission should have refused it): leave its instances alone
-            ref = ServiceRef(*full.split("/", 1))
             rollout = snapshot.get(ROLLOUTS + full)
+            inputs = (service, rollout, {inst.key: inst.doc for inst in have})
+            if self._settled.get(full) == inputs:
+                settled[full] = inputs
+                continue
+            changes_before = len(puts) + len(deletes)
+            ref = ServiceRef(*full.split("/", 1))
             if service.get("stateful"):
                 _stateful(ref, service, rollout, have, puts, deletes)
             else:
                 _stateless(ref, service, rollout, have, puts, deletes, groups)
+            if len(puts) + len(deletes) == changes_before:
+                settled[full] = inputs
+        self._settled = settled
         return ChangeSet(puts=puts, deletes=frozenset(deletes), groups=tuple(groups))
 
 

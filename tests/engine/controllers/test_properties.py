@@ -33,7 +33,9 @@ def test_instances_follow_any_history(history):
             world.delete(f"desired/service/default/{name}")
         else:
             world.put(*service(name, instances=count, stateful=stateful, image=image))
-        world.apply(controller.reconcile(world.snapshot(), 0.0))
+        changes = controller.reconcile(world.snapshot(), 0.0)
+        assert changes == InstanceController().reconcile(world.snapshot(), 0.0)  # the memo changes nothing
+        world.apply(changes)
         assert not controller.reconcile(world.snapshot(), 0.0)  # one step reaches the fixed point
         docs = {k: v for k, v in world.values.items() if k.startswith(f"derived/instance/default/{name}/")}
         assert len(docs) == (0 if delete else count)
