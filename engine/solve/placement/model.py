@@ -16,6 +16,9 @@ from typing import Any
 from ccattler.engine.controllers.base import Snapshot
 
 MIB = 1024 * 1024
+#: Quantities (millicores, MiB) stay far inside clingo's 32 bits: the program multiplies them by
+#: replica counts and percentages. 2**24 is 16,777 cores or 16 TiB.
+INT_LIMIT = 2**24
 OBSERVED_NODES = "observed/node/"
 DESIRED_NODES = "desired/node/"
 NODE_CONDITIONS = "derived/node/"
@@ -93,10 +96,14 @@ class Cluster:
     instances: list[Instance]
     revision: int = 0
     existing: Mapping[str, Any] = field(default_factory=dict)  # placement key → document
+    skipped: tuple[str, ...] = ()  # keys of malformed documents left out
 
     @classmethod
     def from_snapshot(cls, snapshot: Snapshot) -> Cluster:
-        groups: dict[str, list[tuple[str, Any]]] = {p: [] for p in (SERVICES, PLACEMENTS, INSTANCES)}
+        """Read the snapshot in one pass; a malformed document is skipped (listed in `skipped`)
+        rather than failing the placement of everything else."""
+        prefixes = (SERVICES, PLACEMENTS, INSTANCES, OBSERVED_NODES, DESIRED_NODES, NODE_CONDITIONS)
+        groups: dict[str, list[tuple[str, Any]]] = {p: [] for p in prefixes}
         for key, value in snapshot.values.items():  # one pass, not one scan per prefix
             for prefix, group in groups.items():
                 if key.startswith(prefix):
@@ -104,22 +111,20 @@ class Cluster:
                     break
         for group in groups.values():
             group.sort(key=lambda item: item[0])
-        nodes = _nodes(snapshot)
-        services = {s.name: s for s in (_service(doc) for _, doc in groups[SERVICES])}
+        skipped: list[str] = []
+        nodes = _nodes(groups, skipped)
+        services = {}
+        for key, doc in groups[SERVICES]:
+            service = _guard(_service, key, doc, skipped)
+            if service is not None:
+                services[service.name] = service
         existing = dict(groups[PLACEMENTS])
         instances = []
         for key, doc in groups[INSTANCES]:
-            tenant = key[len(INSTANCES):].split("/", 1)[0]
-            placement = existing.get(f"{PLACEMENTS}{tenant}/{doc['name']}") or {}
-            node = placement.get("node")
-            if node is not None and (node not in nodes or nodes[node].condition != "ready"):
-                node = None  # its node is gone, down or draining: place it again
-            resources = doc.get("resources") or {}
-            instances.append(Instance(
-                tenant, doc["name"], doc["service"], doc.get("ordinal"),
-                int(resources.get("cpu") or 0), mib_up(resources.get("memory") or 0), node, key,
-            ))
-        return cls(nodes, services, instances, snapshot.revision, existing)
+            inst = _guard(_instance, key, doc, skipped, existing, nodes)
+            if inst is not None:
+                instances.append(inst)
+        return cls(nodes, services, instances, snapshot.revision, existing, tuple(skipped))
 
     def units(self) -> dict[str, list[str]]:
         """unit → its member services (a solo service is its own unit), sorted."""
@@ -142,35 +147,71 @@ def _pairs(labels: Mapping[str, Any] | None) -> tuple[tuple[str, str], ...]:
     return tuple(sorted((str(k), str(v)) for k, v in (labels or {}).items()))
 
 
-def _nodes(snapshot: Snapshot) -> dict[str, Node]:
+def _guard(parse: Any, key: str, doc: Any, skipped: list[str], *args: Any) -> Any:
+    try:
+        return parse(key, doc, *args)
+    except (KeyError, TypeError, ValueError, AttributeError):
+        skipped.append(key)
+        return None
+
+
+def _fits(value: int) -> int:
+    """Quantities enter clingo as 32-bit integers: refuse what does not fit (the doc is skipped)."""
+    if not 0 <= value <= INT_LIMIT:
+        raise ValueError(f"{value} out of range")
+    return value
+
+
+def _nodes(groups: Mapping[str, list[tuple[str, Any]]], skipped: list[str]) -> dict[str, Node]:
+    desired = {k[len(DESIRED_NODES):]: d for k, d in groups[DESIRED_NODES]}
+    conditions = {k[len(NODE_CONDITIONS):]: d for k, d in groups[NODE_CONDITIONS]}
     nodes = {}
-    for key, observed in snapshot.under(OBSERVED_NODES):
+    for key, observed in groups[OBSERVED_NODES]:
         name = key[len(OBSERVED_NODES):]
-        desired = snapshot.get(f"{DESIRED_NODES}{name}") or {}
-        capacity = observed.get("capacity") or {}
-        labels = {**(observed.get("labels") or {}), **(desired.get("labels") or {})}
-        restrictions = set(observed.get("restrictions") or ()) | set(desired.get("restrictions") or ())
-        condition = (snapshot.get(f"{NODE_CONDITIONS}{name}") or {}).get("condition", "ready")
-        nodes[name] = Node(
-            name,
-            int(capacity.get("cpu") or 0),
-            int(capacity.get("memory") or 0) // MIB,
-            desired.get("zone") or observed.get("zone"),
-            desired.get("architecture") or observed.get("architecture"),
-            _pairs(labels),
-            tuple(sorted(restrictions)),
-            condition,
-        )
+        node = _guard(_node, key, observed, skipped, desired.get(name) or {}, conditions.get(name) or {})
+        if node is not None:
+            nodes[name] = node
     return nodes
 
 
-def _service(doc: Mapping[str, Any]) -> Service:
+def _node(key: str, observed: Mapping[str, Any], desired: Mapping[str, Any],
+          condition: Mapping[str, Any]) -> Node:
+    capacity = observed.get("capacity") or {}
+    labels = {**(observed.get("labels") or {}), **(desired.get("labels") or {})}
+    restrictions = set(observed.get("restrictions") or ()) | set(desired.get("restrictions") or ())
+    return Node(
+        key[len(OBSERVED_NODES):],
+        _fits(int(capacity.get("cpu") or 0)),
+        _fits(int(capacity.get("memory") or 0) // MIB),
+        desired.get("zone") or observed.get("zone"),
+        desired.get("architecture") or observed.get("architecture"),
+        _pairs(labels),
+        tuple(sorted(str(r) for r in restrictions)),
+        condition.get("condition", "ready"),
+    )
+
+
+def _instance(key: str, doc: Mapping[str, Any], existing: Mapping[str, Any],
+              nodes: Mapping[str, Node]) -> Instance:
+    tenant = key[len(INSTANCES):].split("/", 1)[0]
+    placement = existing.get(f"{PLACEMENTS}{tenant}/{doc['name']}") or {}
+    node = placement.get("node")
+    if node is not None and (node not in nodes or nodes[node].condition != "ready"):
+        node = None  # its node is gone, down or draining: place it again
+    resources = doc.get("resources") or {}
+    return Instance(
+        tenant, str(doc["name"]), str(doc["service"]), doc.get("ordinal"),
+        _fits(int(resources.get("cpu") or 0)), _fits(mib_up(resources.get("memory") or 0)), node, key,
+    )
+
+
+def _service(key: str, doc: Mapping[str, Any]) -> Service:
     placement = doc.get("placement") or {}
     resources = doc.get("resources") or {}
     return Service(
         name=f"{doc['tenant']}/{doc['name']}",
-        cpu=int(resources.get("cpu") or 0),
-        mem=mib_up(resources.get("memory") or 0),
+        cpu=_fits(int(resources.get("cpu") or 0)),
+        mem=_fits(mib_up(resources.get("memory") or 0)),
         require=tuple(sorted((r["key"], str(r["value"])) for r in placement.get("require") or ())),
         accept=tuple(sorted(placement.get("accept") or ())),
         zone=placement.get("zone"),

@@ -7,6 +7,7 @@ from ccattler.engine.controllers.base import Snapshot
 from ccattler.engine.controllers.instance import InstanceController
 from ccattler.engine.controllers.placement import PlacementController
 from ccattler.engine.solve.placement.builders import GI, node, service
+from ccattler.engine.solve.placement.model import Cluster
 
 
 class World:
@@ -129,3 +130,14 @@ def test_same_snapshot_same_plan():
         w.run()
         return w.placements()
     assert build() == build()
+
+
+def test_malformed_documents_are_skipped_not_fatal():
+    w = world(node("ok"), service("web", 2),
+              ("observed/node/broken", {"capacity": {"cpu": "lots"}}),
+              ("observed/node/huge", {"capacity": {"cpu": 10**12, "memory": 1}}),
+              ("desired/service/default/bad", {"tenant": "default"}))
+    w.run()
+    assert w.nodes_of("default/web") == ["ok", "ok"]
+    skipped = Cluster.from_snapshot(w.snapshot()).skipped
+    assert set(skipped) == {"observed/node/broken", "observed/node/huge", "desired/service/default/bad"}
