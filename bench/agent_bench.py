@@ -4,6 +4,8 @@ container running, and to every one answering HTTP at its own address (runc, vet
 Run as root: `.venv/bin/python bench/agent_bench.py [--containers 20] [--rounds 3] [--workers 8]`.
 Prints per-round figures and medians; also the cost of each step for one container
 (network attach, create = overlay + bundle, runc run) and of removing them all.
+`--sim NODES` instead measures simulated nodes in this one process (no root needed): one reconcile
+tick over every node with `--containers` instances each, and the memory they hold.
 """
 
 from __future__ import annotations
@@ -93,12 +95,44 @@ def steps(state: Path, images: ImageStore) -> dict[str, float]:
     return {"attach": t1 - t0, "create": t2 - t1, "runc run": t3 - t2, "list": t4 - t3}
 
 
+def sim(nodes: int, per_node: int) -> None:
+    import resource
+
+    from ccattler.agent.node import NodeCore
+    from ccattler.agent.runtime.sim import SimProfile, SimRuntime
+
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    cores = [NodeCore(f"n{i}", SimRuntime(SimProfile(start_delay=0.0, crash_probability=0.01)))
+             for i in range(nodes)]
+    slices = []
+    for i in range(nodes):
+        facts = {"desired/service/default/web": {"image": "busybox", "command": "httpd",
+                                                 "resources": {"cpu": 100, "memory": 1 << 20}}}
+        for j in range(per_node):
+            facts[f"derived/placement/default/web-{i}-{j}"] = {"service": "default/web",
+                                                               "instance": f"web-{i}-{j}", "node": f"n{i}"}
+        slices.append(facts)
+    ticks = []
+    for _ in range(3):
+        t0 = time.perf_counter()
+        for core, facts in zip(cores, slices, strict=True):
+            core.apply(facts)
+        ticks.append(time.perf_counter() - t0)
+    after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    print(f"{nodes} sim nodes x {per_node} instances: first tick (all start) {ticks[0]:.3f}s, "
+          f"steady ticks {ticks[1]:.3f}s {ticks[2]:.3f}s, max RSS +{(after - before) / 1024:.0f} MiB")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--containers", type=int, default=20)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 4, 8])
+    parser.add_argument("--sim", type=int, metavar="NODES", help="measure simulated nodes instead")
     args = parser.parse_args()
+    if args.sim:
+        sim(args.sim, args.containers)
+        return
     if os.geteuid() != 0:
         raise SystemExit("run as root: the benchmark starts real runc containers")
     with tempfile.TemporaryDirectory(prefix="cca-bench-") as tmp:
