@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -30,8 +31,12 @@ def client(context: str | None, server: str | None, token: str | None):
     return Client(resolve_context(context, server, token))
 
 
+#: Language diagnostics already say `file:line:col: error: …`; they are printed as they are.
+_DIAGNOSTIC = re.compile(r"\S+:\d+(:\d+)?: (error|warning):")
+
+
 def fail(message: str, code: int = 1) -> typer.Exit:
-    print(f"error: {message}", file=sys.stderr)
+    print(message if _DIAGNOSTIC.match(message) else f"error: {message}", file=sys.stderr)
     return typer.Exit(code)
 
 
