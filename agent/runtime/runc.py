@@ -63,6 +63,13 @@ def _host_resolv_conf() -> str | None:
     return "\n".join(lines) + "\n"
 
 
+def _started_at(bundle: Path) -> float | None:
+    try:
+        return float((bundle / "started").read_text())
+    except (OSError, ValueError):  # not started yet, or removed meanwhile by another caller
+        return None
+
+
 class RuncRuntime(Runtime):
     """Containers run by `runc` with the images of `images`."""
 
@@ -187,13 +194,12 @@ class RuncRuntime(Runtime):
                 statuses.append(ContainerStatus(meta["name"], "created", meta.get("spec_hash", "")))
                 continue
             running = entry["status"] in ("running", "paused", "created")
-            started = bundle / "started"
             code = None if running else self.reaper.exit_code(bundle.name)
             statuses.append(ContainerStatus(
                 name=meta["name"], state="running" if running else "exited",
                 spec_hash=meta.get("spec_hash", ""), pid=entry.get("pid") or None, exit_code=code,
                 reason=None if running else self._exit_reason(bundle.name, code),
-                started_at=float(started.read_text()) if started.exists() else None))
+                started_at=_started_at(bundle)))
         return statuses
 
     def prune(self) -> list[str]:
