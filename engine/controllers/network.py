@@ -102,23 +102,37 @@ class NetworkController:
         return (int(net.network_address) - int(self.cluster.network_address)) // self._block
 
     def reconcile(self, snapshot: Snapshot, now: float) -> ChangeSet:
-        placements = {key[len(PLACEMENTS):]: doc for key, doc in snapshot.under(PLACEMENTS)}
-        nodes = {key[len(prefix):] for prefix in (OBSERVED_NODES, DECLARED_NODES, CONDITIONS)
-                 for key, _ in snapshot.under(prefix)}
+        # One pass over the snapshot, the most numerous prefixes tested first.
+        placements: dict[str, Any] = {}
+        addresses: list[tuple[str, Any]] = []
+        subnets: list[tuple[str, Any]] = []
+        nodes: set[str] = set()
+        for key, doc in snapshot.values.items():
+            if key.startswith(PLACEMENTS):
+                placements[key[len(PLACEMENTS):]] = doc
+            elif key.startswith(ADDRESSES):
+                addresses.append((key, doc))
+            elif key.startswith(SUBNETS):
+                subnets.append((key, doc))
+            else:
+                for prefix in (OBSERVED_NODES, DECLARED_NODES, CONDITIONS):
+                    if key.startswith(prefix):
+                        nodes.add(key[len(prefix):])
         nodes |= {str(doc["node"]) for doc in placements.values() if doc.get("node")}
         puts: dict[str, Any] = {}
         deletes: set[str] = set()
-        subnets = self._allocate_subnets(snapshot, nodes, puts, deletes)
-        self._allocate_addresses(snapshot, placements, subnets, puts, deletes)
+        # Existing documents in key order: on a duplicate, the first name keeps its allocation.
+        nets = self._allocate_subnets(sorted(subnets), nodes, puts, deletes)
+        self._allocate_addresses(sorted(addresses), placements, nets, puts, deletes)
         return ChangeSet(puts, frozenset(deletes))
 
     def _allocate_subnets(
-        self, snapshot: Snapshot, nodes: set[str], puts: dict[str, Any], deletes: set[str]
-    ) -> dict[str, ipaddress.IPv4Network]:
+        self, existing: list[tuple[str, Any]], nodes: set[str], puts: dict[str, Any], deletes: set[str]
+    ) -> dict[str, _NodeNet]:
         """node → subnet for every node that has (or now gets) one."""
         kept: dict[str, int] = {}
         used: set[int] = set()
-        for key, doc in snapshot.under(SUBNETS):
+        for key, doc in existing:
             node = key[len(SUBNETS):]
             index = self._index(doc.get("subnet"))
             if node not in nodes or index is None or index in used:
@@ -149,7 +163,7 @@ class NetworkController:
 
     def _allocate_addresses(
         self,
-        snapshot: Snapshot,
+        existing: list[tuple[str, Any]],
         placements: dict[str, Any],
         subnets: dict[str, _NodeNet],
         puts: dict[str, Any],
@@ -157,7 +171,7 @@ class NetworkController:
     ) -> None:
         used: dict[str, set[int]] = {node: set() for node in subnets}
         kept: set[str] = set()
-        for key, doc in snapshot.under(ADDRESSES):
+        for key, doc in existing:
             name = key[len(ADDRESSES):]
             placement = placements.get(name)
             node = placement.get("node") if placement else None
