@@ -44,7 +44,10 @@ class ServerOptions:
     auth_failure_rate: float = 1.0
     auth_failure_burst: int = 20
     audit_keep: int = DEFAULT_KEEP
-    workers: int = 32
+    #: Threads per listener. The sync gRPC server holds one per open stream (each agent keeps a
+    #: slice watch and a heartbeat open), so this bounds the nodes one server carries (~120);
+    #: calls beyond it are refused with RESOURCE_EXHAUSTED rather than queued.
+    workers: int = 256
 
 
 class ApiServer:
@@ -71,7 +74,7 @@ class ApiServer:
                      ) -> tuple[grpc.Server, int]:
             plumbing = Plumbing(audit_log, authenticate, limiter, self.metrics, failures)
             server = grpc.server(futures.ThreadPoolExecutor(options.workers, thread_name_prefix="cca-api"),
-                                 options=grpc_options)
+                                 options=grpc_options, maximum_concurrent_rpcs=options.workers)
             server.add_generic_rpc_handlers([handler("Cluster", cluster, plumbing, public),
                                              handler("Agent", agent, plumbing, public)])
             credentials = grpc.ssl_server_credentials(
