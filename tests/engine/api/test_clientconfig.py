@@ -45,3 +45,18 @@ def test_malformed_config_names_the_file(home):
     (home / "config.yaml").write_text("contexts:\n  a: {server: h:1, ca: /x, colour: blue}\n")
     with pytest.raises(ConfigError, match="context 'a'"):
         load_config()
+
+
+def test_cca_context_list_and_use(home):
+    from typer.testing import CliRunner
+
+    from ccattler.cli.main import app
+
+    save_context(Context("a", "10.0.0.1:7443", "/a/ca.crt", cert="/a/admin.crt", key="/a/admin.key"))
+    save_context(Context("b", "10.0.0.2:7443", "/b/ca.crt", token="cca.x.y"), make_current=False)
+    listed = CliRunner().invoke(app, ["context", "list"])
+    assert listed.exit_code == 0 and "* " in listed.output and "10.0.0.2:7443" in listed.output
+    assert CliRunner().invoke(app, ["context", "use", "b"]).exit_code == 0
+    assert load_config().current == "b"
+    missing = CliRunner().invoke(app, ["context", "use", "zz"])
+    assert missing.exit_code == 1 and "unknown context" in missing.output
