@@ -49,6 +49,7 @@ class _View:
     values: dict[str, Any] = field(default_factory=dict)
     mods: dict[str, int] = field(default_factory=dict)
     revision: int = 0
+    listed_at: int = 0  # events up to here are in the last list (an old watch may still deliver them)
     watch: Watch | None = None
     thread: threading.Thread | None = None
 
@@ -86,7 +87,7 @@ class FactCache:
             old, view.watch = view.watch, watch
             view.values = {f.key: f.value for f in facts}
             view.mods = {f.key: f.mod_revision for f in facts}
-            view.revision = revision
+            view.revision = view.listed_at = revision
             self._lock.notify_all()
         if old is not None:
             old.cancel()
@@ -109,6 +110,8 @@ class FactCache:
                 self._on_change(view.prefix, view.revision)
                 continue
             with self._lock:
+                if event.revision <= view.listed_at:
+                    continue  # from the watch a re-list replaced: already in the listed values
                 if event.kind == "put":
                     view.values[event.key] = event.value
                     view.mods[event.key] = event.revision
