@@ -29,7 +29,7 @@ from ccattler.engine.store.group_commit import GroupCommit
 from ccattler.engine.store.ops import MAX_TXN_BYTES, MAX_TXN_OPS, TxnOps, decode, prefix_end, prepare_txn
 from ccattler.engine.store.queue_watch import QueueWatch
 from ccattler.engine.store.sqlite_changes import change_event, decode_changes, encode_changes, previous_fact
-from ccattler.engine.store.sqlite_schema import OwnerLock, connect
+from ccattler.engine.store.sqlite_schema import OwnerLock, connect, connect_reader
 
 DEFAULT_HISTORY = 100_000
 _CHUNK = 500  # keys per `IN (…)` lookup, well under SQLite's parameter limit
@@ -68,11 +68,14 @@ class SqliteStore(Store):
         self._owner = OwnerLock(path) if path is not None else None
         try:
             self._conn = connect(path)
+            # Reads use their own connection on a file, so neither waits for the other's work.
+            self._reader = connect_reader(path) if path is not None else self._conn
         except StoreError:
             if self._owner:
                 self._owner.release()
             raise
         self._lock = threading.Lock()
+        self._read_lock = threading.Lock() if path is not None else self._lock
         self._lease_wakeup = threading.Condition(self._lock)
         # Each watch with the revision it starts after (a watch may start in the future).
         self._watches: dict[QueueWatch, int] = {}
@@ -94,22 +97,27 @@ class SqliteStore(Store):
 
     def get(self, key: str) -> Fact | None:
         check_key(key)
-        with self._open():
-            row = self._conn.execute(f"SELECT {_KV_COLUMNS} FROM kv WHERE key = ?", (key,)).fetchone()
+        with self._reading() as conn:
+            row = conn.execute(f"SELECT {_KV_COLUMNS} FROM kv WHERE key = ?", (key,)).fetchone()
         return _fact(row) if row else None
 
     def range(self, prefix: str, revision: int | None = None) -> tuple[list[Fact], int]:
         where, args = _prefix_clause(check_key(prefix, prefix=True))
         logs: list[bytes] = []
-        with self._open():  # only the reads hold the lock; decoding happens after
-            query = f"SELECT {_KV_COLUMNS} FROM kv WHERE {where} ORDER BY key"
-            rows = self._conn.execute(query, args).fetchall()
-            if not revision or revision == self._rev:  # 0 means now, as in etcd
-                revision = self._rev
-            else:
-                self._check_readable(revision)
-                undo = "SELECT changes FROM history WHERE rev > ? ORDER BY rev DESC"
-                logs = [blob for (blob,) in self._conn.execute(undo, (revision,))]
+        with self._reading() as conn:  # one read transaction: one snapshot; decoding happens after
+            conn.execute("BEGIN")
+            try:
+                current, compacted = self._committed(conn)
+                query = f"SELECT {_KV_COLUMNS} FROM kv WHERE {where} ORDER BY key"
+                rows = conn.execute(query, args).fetchall()
+                if not revision or revision == current:  # 0 means now, as in etcd
+                    revision = current
+                else:
+                    _check_readable(revision, current, compacted)
+                    undo = "SELECT changes FROM history WHERE rev > ? ORDER BY rev DESC"
+                    logs = [blob for (blob,) in conn.execute(undo, (revision,))]
+            finally:
+                conn.execute("COMMIT")
         if not logs:
             return [_fact(row) for row in rows], revision
         state: dict[str, Fact | None] = {row[0]: _fact(row) for row in rows}
@@ -121,14 +129,18 @@ class SqliteStore(Store):
         return [fact for _key, fact in sorted(state.items()) if fact is not None], revision
 
     def revision(self) -> int:
-        with self._open():
-            return self._rev
+        if self._closed:
+            raise StoreError(f"store {self.url} is closed")
+        return self._rev  # set once a commit is durable, so never ahead of what reads can see
 
-    def _check_readable(self, revision: int) -> None:
-        if revision > self._rev:
-            raise StoreError(f"revision {revision} is in the future (current revision {self._rev})")
-        if revision < self._compacted:
-            raise Compacted(f"revision {revision} has been compacted (oldest kept: {self._compacted})")
+    @staticmethod
+    def _committed(conn: sqlite3.Connection) -> tuple[int, int]:
+        """(revision, compaction revision) as of the connection's read transaction."""
+        newest, revision, compacted = conn.execute(
+            "SELECT (SELECT MAX(rev) FROM history), (SELECT value FROM meta WHERE name = 'revision'), "
+            "(SELECT value FROM meta WHERE name = 'compacted')"
+        ).fetchone()
+        return max(newest or 0, revision), compacted
 
     # -- writes ------------------------------------------------------------------------------
 
@@ -335,9 +347,19 @@ class SqliteStore(Store):
         self._expirer.join()
         for watch in watches:
             watch.cancel()
+        with self._read_lock:
+            if self._reader is not self._conn:
+                self._reader.close()
         self._conn.close()
         if self._owner:
             self._owner.release()
+
+    @contextmanager
+    def _reading(self):
+        with self._read_lock:
+            if self._closed:
+                raise StoreError(f"store {self.url} is closed")
+            yield self._reader
 
     @contextmanager
     def _open(self):
@@ -358,3 +380,10 @@ class SqliteStore(Store):
                 self._conn.execute("ROLLBACK")
             raise StoreError(f"SQLite store {self.url}: {what}: {exc}") from None
 
+
+
+def _check_readable(revision: int, current: int, compacted: int) -> None:
+    if revision > current:
+        raise StoreError(f"revision {revision} is in the future (current revision {current})")
+    if revision < compacted:
+        raise Compacted(f"revision {revision} has been compacted (oldest kept: {compacted})")

@@ -38,6 +38,16 @@ def connect(path: str | None) -> sqlite3.Connection:
     return conn
 
 
+def connect_reader(path: str) -> sqlite3.Connection:
+    """A second, read-only connection: in WAL mode its reads are not held up by the writer's fsync."""
+    try:
+        conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        conn.execute("PRAGMA query_only=1")
+    except sqlite3.Error as exc:
+        raise StoreUnavailable(f"cannot open SQLite store {path}: {exc}") from None
+    return conn
+
+
 class OwnerLock:
     """An exclusive fcntl lock on `<db>.lock`: one live process owns a store file at a time."""
 

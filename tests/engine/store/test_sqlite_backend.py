@@ -115,3 +115,23 @@ def test_a_failed_commit_writes_nothing_and_the_store_goes_on(url):
         after = store.put("full/b", 2)
         assert after == before + 1
         assert [event.revision for event in (watch.get(timeout=1), watch.get(timeout=1))] == [before, after]
+
+
+def test_reads_do_not_wait_for_a_commit_in_progress(url):
+    with open_store(url) as store:
+        revision = store.put("r/a", 1)
+        with store._lock:  # what a batch holds while it writes and fsyncs
+            assert store.get("r/a").value == 1
+            assert store.range("r/") == (store.range("r/", revision)[0], revision)
+
+
+def test_an_open_read_snapshot_does_not_block_writers(url):
+    with open_store(url) as store:
+        before = store.put("r/a", 1)
+        with store._reading() as reader:
+            reader.execute("BEGIN")
+            assert reader.execute("SELECT COUNT(*) FROM kv").fetchone()[0] == 1
+            after = store.put("r/a", 2)  # WAL: the writer goes ahead of the open read
+            assert store._committed(reader)[0] == before  # the snapshot still sees the old revision
+            reader.execute("COMMIT")
+        assert after == before + 1 and store.get("r/a").value == 2
