@@ -290,7 +290,7 @@ class SqliteStore(Store):
         rows = self._conn.execute(f"SELECT {_KV_COLUMNS} FROM kv WHERE lease = ? ORDER BY key", (lease,))
         changes = [(row[0], None, None, None, None, row) for row in rows]
         rev = self._rev + 1
-        with self._transaction("lease expiry failed"):
+        with self._transaction(f"dropping lease {lease} failed"):
             blob = self._write(rev, changes, [], [change[0] for change in changes]) if changes else None
             self._conn.execute("DELETE FROM leases WHERE id = ?", (lease,))
         del self._leases[lease]
