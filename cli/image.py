@@ -78,8 +78,10 @@ def import_image(
 @image_app.command("pull")
 def pull_image(
     reference: Annotated[str, typer.Argument(help="[registry/]repository[:tag][@digest]")],
-    insecure: Annotated[bool, typer.Option("--insecure", help="Plain HTTP (loopback registries always are).")]
-    = False,
+    insecure: Annotated[bool, typer.Option("--insecure", help="Plain HTTP (loopback registries fall back "
+                                           "to it by themselves).")] = False,
+    ca: Annotated[Path | None, typer.Option("--ca", help="CA bundle that signs the registry's certificate.")]
+    = None,
     username: Annotated[str | None, typer.Option(
         "--username", help="Registry user; the password comes from CCA_REGISTRY_PASSWORD or stdin.")] = None,
     state_dir: StateDir = None,
@@ -91,7 +93,8 @@ def pull_image(
     if username:
         password = os.environ.get("CCA_REGISTRY_PASSWORD") or sys.stdin.readline().rstrip("\n")
         credentials = Credentials(username, password)
-    image = pull(_store(state_dir), reference, insecure=insecure, credentials=credentials)
+    image = pull(_store(state_dir), reference, insecure=insecure, credentials=credentials,
+                 ca_file=str(ca) if ca else None)
     typer.echo(f"pulled {image.name} {image.digest}")
 
 

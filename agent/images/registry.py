@@ -2,8 +2,9 @@
 index or manifest list resolves to linux/<this arch>), then blobs, every digest verified.
 
 Auth: a `401` with a Bearer challenge fetches a token from the realm it names (with basic
-credentials when given); a Basic challenge uses the credentials directly. HTTPS by default; plain
-HTTP for loopback registries or with `insecure=True`.
+credentials when given); a Basic challenge uses the credentials directly. HTTPS, verified against
+the system CAs or `ca_file`; loopback registries fall back to plain HTTP when HTTPS fails (as
+Docker does, but never when the certificate is untrusted), and `insecure=True` uses plain HTTP.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import hashlib
 import ipaddress
 import json
 import re
+import ssl
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -38,6 +40,10 @@ class RegistryError(ImageError):
     """The registry refused or could not be reached (the message has its status and reason)."""
 
     retriable = True
+
+    def __init__(self, message: str, unreachable: bool = False):
+        super().__init__(message)
+        self.unreachable = unreachable
 
 
 _ACCEPT = ", ".join([OCI_INDEX, OCI_MANIFEST, DOCKER_LIST, DOCKER_MANIFEST])
@@ -67,16 +73,27 @@ class RegistryClient:
     """One registry host; remembers the Bearer token it was given."""
 
     def __init__(self, host: str, *, insecure: bool = False, credentials: Credentials | None = None,
-                 timeout: float = 30.0):
-        scheme = "http" if insecure or _is_loopback(host) else "https"
-        self.base = f"{scheme}://{host}"
+                 ca_file: str | None = None, timeout: float = 30.0):
+        self.base = f"{'http' if insecure else 'https'}://{host}"
+        self._fallback = not insecure and _is_loopback(host)  # try http once if https fails
         self.host, self.credentials, self.timeout = host, credentials, timeout
         self._auth: str | None = None
         proxies = {} if _is_loopback(host) else None  # None: the environment's http(s)_proxy
-        self._opener = urllib.request.build_opener(urllib.request.ProxyHandler(proxies))
+        context = ssl.create_default_context(cafile=ca_file)
+        self._opener = urllib.request.build_opener(urllib.request.ProxyHandler(proxies),
+                                                   urllib.request.HTTPSHandler(context=context))
 
     def get(self, path: str, accept: str | None = None) -> Any:
         """GET `path` (a response object to read), answering one auth challenge if asked."""
+        try:
+            return self._get(path, accept)
+        except RegistryError as exc:
+            if not (self._fallback and exc.unreachable):
+                raise
+        self.base, self._fallback = f"http://{self.host}", False
+        return self._get(path, accept)
+
+    def _get(self, path: str, accept: str | None) -> Any:
         for attempt in range(2):
             request = urllib.request.Request(self.base + path)
             if accept:
@@ -92,7 +109,9 @@ class RegistryClient:
                 raise RegistryError(f"{self.host}{path}: HTTP {exc.code} {_registry_message(exc)}") from None
             except (urllib.error.URLError, OSError) as exc:
                 reason = getattr(exc, "reason", exc)
-                raise RegistryError(f"cannot reach registry {self.base}: {reason}") from None
+                untrusted = isinstance(reason, ssl.SSLCertVerificationError)  # never downgrade on that
+                raise RegistryError(f"cannot reach registry {self.base}: {reason}",
+                                    unreachable=not untrusted) from None
         raise RegistryError(f"{self.host}{path}: still unauthorized after authenticating")
 
     def _answer(self, challenge: str) -> None:
@@ -144,11 +163,12 @@ def _fetch_manifest(client: RegistryClient, repo: str, version: str) -> tuple[by
 
 
 def pull(store: ImageStore, reference: str, *, insecure: bool = False,
-         credentials: Credentials | None = None, platform: tuple[str, str] | None = None) -> Image:
+         credentials: Credentials | None = None, platform: tuple[str, str] | None = None,
+         ca_file: str | None = None) -> Image:
     """Pull `reference` into `store` and name it (`<registry>/<repo>:<tag>`); returns the image."""
     ref = parse_reference(reference)
     host, repo = ref.remote
-    client = RegistryClient(host, insecure=insecure, credentials=credentials)
+    client = RegistryClient(host, insecure=insecure, credentials=credentials, ca_file=ca_file)
     body, media, digest = _fetch_manifest(client, repo, ref.version)
     if media in INDEX_TYPES:
         store.add_blob(body, expected=digest)

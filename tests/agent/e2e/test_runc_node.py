@@ -101,7 +101,7 @@ def test_missing_image_is_pulled_and_failure_says_why(node) -> None:
     doc = node.reconciler.reconcile({spec.key: spec})["observed/instance/default/web-a"]
     assert doc["state"] == "failed"
     assert doc["reason"].startswith("start failed: image 127.0.0.1:1/tools/absent:1 is not in the local "
-                                    "store and pulling it failed: cannot reach registry http://127.0.0.1:1")
+                                    "store and pulling it failed: cannot reach registry http://127.0.0.1:1: ")
     assert node.runtime.list() == []
 
 
