@@ -111,14 +111,14 @@ class PlanReport:
             table.add_column(column)
         for p in self.placements:
             table.add_row(p.service, p.instance, p.node)
-        parts: list[Any] = [table]
+        parts: list[Any] = [table] if self.placements else []
         if self.unplaced:
             missing = Table(box=None, header_style="bold red", pad_edge=False)
             for column in ("SERVICE", "INSTANCE", "WHY NOT PLACED"):
                 missing.add_column(column)
             for u in self.unplaced:
                 missing.add_row(u.service, u.instance, "\n".join(u.reasons) or "no node has room")
-            parts += [Text(""), missing]
+            parts += [Text(""), missing] if parts else [missing]
         summary = (f"{len(self.placements)} placed, {len(self.unplaced)} unplaced "
                    f"on {self.nodes} node{'s' if self.nodes != 1 else ''}")
         parts += [Text(""), Text(summary, style="bold" if not self.unplaced else "bold yellow")]

@@ -8,6 +8,7 @@ optimality is never required.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -31,6 +32,9 @@ class SolveOptions:
     seed: int = 0
     #: Optimise (branch and bound over the program's weak constraints) or take the first model.
     optimize: bool = True
+    #: When optimising, first try core-guided optimisation (usc) with this many conflicts; if it
+    #: finds no model, branch-and-bound runs with `conflicts`. None: branch-and-bound only.
+    core_guided_conflicts: int | None = None
     #: More clingo command-line options, for experiments.
     extra: tuple[str, ...] = ()
 
@@ -133,12 +137,39 @@ class Session:
         atoms: str = "shown",
         optimize: bool | None = None,
     ) -> Result:
-        """Solve within the budget and return the best model; `atoms="all"` returns every atom."""
+        """Solve within the budget and return the best model; `atoms="all"` returns every atom.
+
+        With `SolveOptions.core_guided_conflicts`, optimisation first runs core-guided (usc), which
+        proves small problems optimal almost at once; if that finds no model within its budget,
+        branch-and-bound (with the program's heuristics) runs with the main budget."""
         if optimize is not None:
             self._ctl.configuration.solve.opt_mode = "opt" if optimize else "ignore"
+        optimizing = optimize if optimize is not None else self.options.optimize
+        first = self.options.core_guided_conflicts if optimizing else None
+        if first is None:
+            return self._solve_once(assumptions, atoms)
+        config = self._ctl.configuration
+        strategy = config.solver.opt_strategy
+        config.solver.opt_strategy = "usc"
+        config.solve.solve_limit = str(first)
+        try:
+            result = self._solve_once(assumptions, atoms)
+        finally:
+            config.solver.opt_strategy = strategy
+            config.solve.solve_limit = self._limit()
+        if result.satisfiable is not None:
+            return result
+        second = self._solve_once(assumptions, atoms)
+        return dataclasses.replace(second, solve_seconds=second.solve_seconds + result.solve_seconds)
+
+    def _limit(self) -> str:
+        return "umax,umax" if self.options.conflicts is None else str(self.options.conflicts)
+
+    def _solve_once(self, assumptions: Sequence[int], atoms: str) -> Result:
         best: list[Symbol] = []
         cost: list[int] = []
         count = 0
+
         def on_model(model: clingo.Model) -> None:
             nonlocal best, cost, count
             best = model.symbols(atoms=True) if atoms == "all" else model.symbols(shown=True)

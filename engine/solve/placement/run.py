@@ -10,6 +10,7 @@ something and replicas are left.
 
 from __future__ import annotations
 
+import dataclasses
 from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -36,6 +37,10 @@ class PlanOptions:
     max_rounds: int = 3
     #: Pending replicas solved together; larger chunks are solved one after another.
     chunk_replicas: int = 1000
+    #: Rounds placing at most this many replicas first try core-guided optimisation (proves small
+    #: plans optimal in milliseconds; on large ones it finds no model in budget and only costs time).
+    core_guided_below: int = 200
+    core_guided_conflicts: int = 2_000
     #: Decode every objective term into `Plan.costs` (explain wants them; the controller does not).
     keep_costs: bool = False
     extensions: tuple[Path, ...] = ()
@@ -193,7 +198,11 @@ def _round(cluster, members, program, classes, nodes, needs, todo: dict[str, int
     """One solve for the units in `todo`; True when it placed something."""
     state.rounds += 1
     usage = {n: (c, m) for n, (c, m) in state.used.items()}
-    session = Session(program, options.solve)
+    solve_options = options.solve
+    if sum(todo.values()) <= options.core_guided_below:
+        solve_options = dataclasses.replace(
+            solve_options, core_guided_conflicts=options.core_guided_conflicts)
+    session = Session(program, solve_options)
     facts, _ = work_facts(cluster, members, todo, state.placed, usage, nodes=nodes)
     session.add_facts(facts)
     session.ground([("base", ())])
