@@ -56,3 +56,39 @@ def test_every_reported_write_survives_sigkill(tmp_path, kill_after):
                 assert len(by_write[i]) == 20 and {fact.mod_revision for fact in by_write[i]} == {revision}
         # Nothing half-written: every batch present is complete.
         assert all(len(facts) == 20 for facts in by_write.values())
+
+
+# Four threads at once, so txns share group commits; each reports after its own call returns.
+CONCURRENT_WRITER = """
+import sys, threading
+from ccattler.engine.store import open_store
+store = open_store(sys.argv[1])
+out = threading.Lock()
+def write(writer):
+    for i in range(1_000_000):
+        revision = store.put(f"crash/{writer}/{i:07}", {"writer": writer, "i": i})
+        with out:
+            print(writer, i, revision, flush=True)
+for writer in range(4):
+    threading.Thread(target=write, args=(writer,)).start()
+"""
+
+
+def test_every_reported_write_of_concurrent_writers_survives_sigkill(tmp_path):
+    url = f"sqlite://{tmp_path}/state.db"
+    command = [sys.executable, "-c", CONCURRENT_WRITER, url]
+    child = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
+    reported = []
+    for line in child.stdout:
+        reported.append(tuple(map(int, line.split())))
+        if len(reported) == 400:
+            os.kill(child.pid, signal.SIGKILL)
+    child.wait()
+    assert len(reported) >= 400
+    with open_store(url) as store:
+        facts = {fact.key: fact for fact in store.range("crash/")[0]}
+        for writer, i, revision in reported:
+            fact = facts[f"crash/{writer}/{i:07}"]
+            assert (fact.value, fact.mod_revision) == ({"writer": writer, "i": i}, revision)
+        revisions = sorted(fact.mod_revision for fact in facts.values())
+        assert len(revisions) == len(set(revisions))  # one txn, one revision, even in a shared commit
