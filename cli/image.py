@@ -1,4 +1,4 @@
-"""`cca image`: the node's local OCI image store — list, import, pull, remove, build-busybox.
+"""`cca image`: the node's local OCI image store — list, import, pull, rm, prune, build-busybox.
 
 The store lives in the node state dir (`--state-dir`, `CCA_STATE_DIR`, default /var/lib/ccattler
 for root).
@@ -108,6 +108,13 @@ def remove_image(
     store.untag(name)
     store.prune_rootfs()
     typer.echo(f"removed {name}")
+
+
+@image_app.command("prune")
+def prune_images(state_dir: StateDir = None) -> None:
+    """Delete blobs and unpacked root filesystems that no image name uses."""
+    count, freed = _store(state_dir).prune()
+    typer.echo(f"deleted {count} blobs, {_size(freed)}")
 
 
 @image_app.command("build-busybox")

@@ -230,6 +230,23 @@ class ImageStore:
                 gone += 1
         return gone
 
+    def prune(self) -> tuple[int, int]:
+        """Delete blobs no name reaches (and unpacked root filesystems); returns (blobs, bytes) freed."""
+        with self._locked():
+            keep: set[str] = set()
+            for digest in self.names().values():
+                keep.add(digest)
+                manifest = self.read_json(digest)
+                keep.update(b["digest"] for b in [manifest["config"], *manifest.get("layers", [])])
+            freed = count = 0
+            for path in (self.layout / "blobs" / "sha256").iterdir():
+                if f"sha256:{path.name}" not in keep:
+                    freed += path.stat().st_size
+                    path.unlink()
+                    count += 1
+        self.prune_rootfs()
+        return count, freed
+
     # -- internals -----------------------------------------------------------------------------
     @contextmanager
     def _locked(self) -> Iterator[None]:

@@ -103,3 +103,15 @@ def test_not_a_tar_is_a_clear_error(tmp_path: Path) -> None:
     bad.write_bytes(b"\x28\xb5\x2f\xfd" + b"0" * 600)  # zstd magic
     with pytest.raises(LayerError, match="not a tar or gzip stream"):
         apply_layer(tmp_path, bad)
+
+
+def test_prune_keeps_what_names_reach(store: ImageStore) -> None:
+    image = store.resolve("busybox")
+    stray, _ = store.add_blob(b"not referenced")
+    store.rootfs("busybox")
+    assert store.prune() == (1, len(b"not referenced"))
+    assert not store.has_blob(stray) and store.has_blob(image.layers[0])
+    assert store.rootfs_dir.joinpath(image.digest.split(":")[1]).is_dir()
+    store.untag("busybox")
+    count, _ = store.prune()
+    assert count == 3 and list(store.rootfs_dir.iterdir()) == []
