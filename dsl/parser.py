@@ -174,6 +174,31 @@ def _terminal_texts() -> dict[str, str]:
     return {t.name: t.pattern.value for t in _parser().terminals if t.pattern.type == "str"}
 
 
+@cache
+def _bodies() -> dict[str, frozenset[str]]:
+    """Block keyword → the field keywords its `{ body }` takes, read from the grammar's rules."""
+    rules = _parser().rules
+    alternatives: dict[str, set[str]] = {}
+    for rule in rules:
+        if len(rule.expansion) == 1 and not rule.expansion[0].is_term:
+            alternatives.setdefault(rule.origin.name, set()).add(rule.expansion[0].name)
+
+    def fields(group: str) -> set[str]:
+        if not group.startswith("_"):
+            return {group.split("__", 1)[0]}
+        return set().union(*(fields(alt) for alt in alternatives.get(group, ())))
+
+    bodies: dict[str, set[str]] = {}
+    for rule in rules:
+        if rule.origin.name.startswith("_"):
+            continue
+        for symbol in rule.expansion:
+            m = re.fullmatch(r"_body\{(.+)\}", symbol.name)
+            if m:
+                bodies.setdefault(rule.origin.name.split("__", 1)[0], set()).update(fields(m.group(1)))
+    return {block: frozenset(fs) for block, fs in bodies.items()}
+
+
 def parse(text: str, name: str = "<text>") -> File:
     """Parse one source; raise `DslError` listing every syntax error."""
     file, diagnostics = parse_with_diagnostics(text, name)
@@ -199,7 +224,7 @@ def parse_with_diagnostics(text: str, name: str = "<text>") -> tuple[File, list[
                 blocks = _parser().parse(work)
             break
         except UnexpectedInput as exc:
-            diagnostics.append(syntax_diagnostic(exc, work, text, name, _terminal_texts()))
+            diagnostics.append(syntax_diagnostic(exc, work, text, name, _terminal_texts(), _bodies()))
             if len(diagnostics) >= MAX_ERRORS:
                 diagnostics.append(Diagnostic(name, 0, 0, ERROR, "too-many-errors",
                                               f"stopped after {MAX_ERRORS} syntax errors"))

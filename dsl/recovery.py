@@ -44,11 +44,13 @@ def error_offset(exc: UnexpectedInput, text: str) -> int:
 
 
 def syntax_diagnostic(exc: UnexpectedInput, work: str, text: str, name: str,
-                      texts: dict[str, str]) -> Diagnostic:
-    """A diagnostic for a lark error; `texts` maps terminal names to their literal text."""
+                      texts: dict[str, str], bodies: dict[str, frozenset[str]]) -> Diagnostic:
+    """A diagnostic for a lark error; `texts` maps terminal names to their literal text and
+    `bodies` block keywords to the fields their bodies take (for "goes inside" hints)."""
     expected = sorted(getattr(exc, "expected", None) or getattr(exc, "allowed", None) or ())
     expected_words = sorted({_NAMED[t] if t in _NAMED else texts.get(t, t.lower()) for t in expected} - {""})
-    context = _context(getattr(exc, "state", None), texts)
+    opened = _opened(getattr(exc, "state", None), texts)
+    context = " of ".join(f'{kw} "{n}"' if n else kw for kw, n in reversed(opened))
     where = f" in {context}" if context else ""
     if isinstance(exc, UnexpectedCharacters):
         pos = exc.pos_in_stream
@@ -73,12 +75,26 @@ def syntax_diagnostic(exc: UnexpectedInput, work: str, text: str, name: str,
     fields = [w for w in expected_words if re.fullmatch(r"[a-z_]+", w)]
     if re.fullmatch(r"[A-Za-z_][\w.\-]*", value) and fields and "WORD" not in expected:
         what = "block" if not context else "field"
+        hint = _belongs_inside(value, opened[-1][0], bodies) if opened else None
         return _diag(name, text, token.line, token.column, "unknown-field",
                      f'unknown {what} "{value}"{where}', len(value),
-                     did_you_mean(value, fields) or _expected(expected_words))
+                     hint or did_you_mean(value, fields) or _expected(expected_words))
+    hint = _expected(expected_words)
+    if value.endswith(":") and value[:-1] in fields:
+        hint = f"drop the colon: {value[:-1]} VALUE (or {value[:-1]} = VALUE)"
+    elif token.type == "STRING" and "WORD" in expected and "STRING" not in expected:
+        hint = f"write it without quotes: {value[1:-1]}"
     shown = value if len(value) < 40 else value[:37] + "..."
     return _diag(name, text, token.line, token.column, "syntax",
-                 f'unexpected "{shown}"{where}', max(1, len(value)), _expected(expected_words))
+                 f'unexpected "{shown}"{where}', max(1, len(value)), hint)
+
+
+def _belongs_inside(word: str, block: str, bodies: dict[str, frozenset[str]]) -> str | None:
+    """`"zone" goes inside placement { … }` when a block of `block` takes `word`."""
+    for inner in sorted(bodies.get(block, ())):
+        if inner != block and word in bodies.get(inner, ()):
+            return f'"{word}" goes inside {inner} {{ … }}'
+    return None
 
 
 _NAMED = {"WORD": "a value", "STRING": 'a "string"', "TRIPLE": 'a """text"""', "_SEP": "",
@@ -93,11 +109,11 @@ def _expected(words: list[str]) -> str | None:
     return f"expected {words[0]}" if len(words) == 1 else f"expected one of: {', '.join(words)}"
 
 
-def _context(state, texts: dict[str, str]) -> str:
-    """`service "web"` / `resources of service "web"`: the blocks open where the parser stopped."""
+def _opened(state, texts: dict[str, str]) -> list[tuple[str, str | None]]:
+    """The blocks open where the parser stopped, outermost first, as (keyword, name or None)."""
     stack = getattr(state, "value_stack", None) or []
     keywords = {name for name, text in texts.items() if re.fullmatch(r"[a-z_]+", text)}
-    opened: list[str] = []
+    opened: list[tuple[str, str | None]] = []
     for i, item in enumerate(stack):
         if not isinstance(item, Token):
             continue
@@ -109,9 +125,8 @@ def _context(state, texts: dict[str, str]) -> str:
                 if isinstance(stack[j], Token) and stack[j].type in ("WORD", "STRING"):
                     name = stack[j].value
                 j -= 1
-            label = stack[j].value if j >= 0 else "block"
-            opened.append(f'{label} "{name}"' if name else label)
-    return " of ".join(reversed(opened))
+            opened.append((stack[j].value if j >= 0 else "block", name))
+    return opened
 
 
 _SCAN = re.compile(r'"""[\s\S]*?(?:"""|$)|"(?:[^"\\\n]|\\.)*"?|(?:#|//)[^\n]*|[{}]')
