@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 
 from ccattler.engine.controllers.base import Controller
 from ccattler.engine.runner.changes import DEFAULT_MAX_BYTES, DEFAULT_MAX_OPS
-from ccattler.engine.runner.leader import LEADER_KEY, LeaderElection
+from ccattler.engine.runner.leader import LeaderElection
 from ccattler.engine.runner.snapshot import FactCache
 from ccattler.engine.runner.stats import ControllerStats
 from ccattler.engine.runner.step import step
@@ -28,7 +28,7 @@ log = logging.getLogger(__name__)
 
 #: Conflicts in a row before the controller's cached views are re-listed from the store.
 RELIST_AFTER_CONFLICTS = 3
-#: Attempts per trigger; a controller still conflicting afterwards runs again on the next trigger.
+#: Attempts per trigger; a controller still conflicting afterwards is deferred (backoff) and retried.
 MAX_ATTEMPTS = 8
 
 
@@ -178,9 +178,7 @@ class Runner:
     def _ensure_cache(self) -> bool:
         if self._cache is not None:
             return True
-        prefixes = {p for c in self.controllers for p in c.reads} | {LEADER_KEY}
-        prefixes.discard(LEADER_KEY)  # the election watches it itself
-        cache = FactCache(self.store, prefixes, self._changed)
+        cache = FactCache(self.store, {p for c in self.controllers for p in c.reads}, self._changed)
         try:
             cache.start()
         except StoreError as exc:
@@ -216,14 +214,17 @@ class Runner:
             self._failures[controller.name] = 0
             result = outcome.result
             if result is not None and result.revision is not None:
-                self._own_revisions[controller.name].append(result.revision)
+                self._own_revisions[controller.name].extend(rev for rev, _ in result.written)
                 if not self._cache.wait_for(result.written, timeout=1.0):
                     log.warning("runner %s: the watch has not delivered revision %d after 1 s",
                                 self.identity, result.revision)
             if not outcome.conflict:
                 return
             if attempt + 1 >= RELIST_AFTER_CONFLICTS:
-                self._cache.relist(controller.reads)
+                try:
+                    self._cache.relist(controller.reads)
+                except StoreError as exc:
+                    log.warning("runner %s: re-list for %s failed: %s", self.identity, controller.name, exc)
             self._stopped.wait(backoff(attempt))
         log.warning("runner %s: controller %s still conflicting after %d attempts; will retry",
                     self.identity, controller.name, MAX_ATTEMPTS)
