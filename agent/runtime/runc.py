@@ -10,6 +10,7 @@ child subreaper (see `reaper`) for exit codes.
 from __future__ import annotations
 
 import ctypes
+import hashlib
 import json
 import os
 import shutil
@@ -91,6 +92,7 @@ class RuncRuntime(Runtime):
         self.root.mkdir(parents=True, exist_ok=True)
         self.runc = runc
         self.cgroup_parent = cgroup_parent
+        self._root_token = hashlib.sha256(str(self.root.resolve()).encode()).hexdigest()[:6]
         self.pull_missing = pull_missing
         self.max_log_bytes = max_log_bytes
         self.reaper = process_reaper()  # this process becomes a child subreaper: exit codes
@@ -109,7 +111,7 @@ class RuncRuntime(Runtime):
             for part in ("upper", "work", "rootfs"):
                 (bundle / part).mkdir(parents=True)
             self._write_files(bundle / "upper", spec)
-            config = runtime_config(spec, image, f"/{self.cgroup_parent}/{cid}")
+            config = runtime_config(spec, image, "/" + self.cgroup(cid))
             (bundle / "config.json").write_text(json.dumps(config))
             meta = {"name": spec.name, "spec_hash": spec.spec_hash, "image": image.name,
                     "created": time.time()}
@@ -243,6 +245,11 @@ class RuncRuntime(Runtime):
             raise ContainerNotFound(f"container {name} does not exist")
         return logfile.read(path, tail_bytes)
 
+    def cgroup(self, cid: str) -> str:
+        """The container's cgroup path (relative): the runc root's hash keeps two runtimes on one
+        host (tests, several agents) from sharing a cgroup for containers of the same name."""
+        return f"{self.cgroup_parent}/{self._root_token}-{cid}"
+
     # -- internals -----------------------------------------------------------------------------
     def _image(self, name: str) -> Image:
         """The image from the local store, pulled first when missing (once, however many wait)."""
@@ -289,8 +296,8 @@ class RuncRuntime(Runtime):
 
     def _exit_reason(self, cid: str, code: int | None) -> str:
         """Why a container stopped, as far as runc lets us know: OOM kills are visible in its cgroup."""
-        v1 = Path("/sys/fs/cgroup/memory") / self.cgroup_parent / cid / "memory.oom_control"
-        v2 = Path("/sys/fs/cgroup") / self.cgroup_parent / cid / "memory.events"
+        v1 = Path("/sys/fs/cgroup/memory") / self.cgroup(cid) / "memory.oom_control"
+        v2 = Path("/sys/fs/cgroup") / self.cgroup(cid) / "memory.events"
         for path in (v1, v2):
             try:
                 for line in path.read_text().splitlines():

@@ -68,10 +68,11 @@ def test_cgroup_limits_follow_resources(node) -> None:
     spec = node.spec("web-a", 2, memory=48 << 20)
     node.converge({spec.key: spec}, running("web-a"))
     cid = container_id(spec.key)
-    limit = Path(f"/sys/fs/cgroup/memory/ccattler/{cid}/memory.limit_in_bytes")
-    quota = Path(f"/sys/fs/cgroup/cpu/ccattler/{cid}/cpu.cfs_quota_us")
+    cgroup = node.runtime.cgroup(cid)
+    limit = Path(f"/sys/fs/cgroup/memory/{cgroup}/memory.limit_in_bytes")
+    quota = Path(f"/sys/fs/cgroup/cpu/{cgroup}/cpu.cfs_quota_us")
     if not limit.exists():  # a cgroup v2 host
-        limit, quota = Path(f"/sys/fs/cgroup/ccattler/{cid}/memory.max"), None
+        limit, quota = Path(f"/sys/fs/cgroup/{cgroup}/memory.max"), None
     assert int(limit.read_text()) == 48 << 20
     if quota is not None:
         assert int(quota.read_text()) == 10_000  # 100 millicores of a 100 ms period
