@@ -101,6 +101,10 @@ class LeaderElection:
                                 self.identity, self.ttl, exc)
                     self._step_down(revoke=False)
                 self._stopped.wait(min(1.0, period))
+            except Exception:  # never let the election thread die silently while holding the key
+                log.exception("runner %s: leader election failed; stepping down", self.identity)
+                self._step_down(revoke=True)
+                self._stopped.wait(period)
 
     def _campaign(self) -> bool:
         held = self._store.get(LEADER_KEY)
