@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from ccattler.agent.net import nat
+from ccattler.agent.net.node import NetworkError
 from ccattler.agent.runtime.base import container_id
 
 pytestmark = pytest.mark.e2e
@@ -156,3 +157,14 @@ def test_traffic_leaving_the_subnet_is_masqueraded(node) -> None:
             ipr.link("del", ifname=host_if)
         ipr.close()
         netns.remove(outside)
+
+
+def test_network_setup_and_attach_are_idempotent(node) -> None:
+    node.network.setup()
+    node.network.setup()
+    first = node.network.attach("default/web-a", node.ip(2))
+    assert node.network.attach("default/web-a", node.ip(2)) == first
+    moved = node.network.attach("default/web-a", node.ip(3))  # a new address replaces the old plumbing
+    assert moved.ip == node.ip(3) and list(node.network.attachments()) == ["default/web-a"]
+    with pytest.raises(NetworkError, match="not a host address of subnet"):
+        node.network.attach("default/web-b", node.network.gateway)
