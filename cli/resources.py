@@ -50,16 +50,22 @@ def _pairs(items: list[str] | None, option: str) -> dict[str, str]:
 @reports_errors
 def apply(files: Files, values: ValuesOpt = None, set_: SetOpt = None, set_from_env: SetEnvOpt = None,
           dry_run: Annotated[bool, typer.Option("--dry-run", help="Admit but write nothing.")] = False,
+          wait: Annotated[bool, typer.Option("--wait", help="Show instances converging.")] = False,
+          timeout: Annotated[float, typer.Option("--timeout", help="Seconds --wait waits.")] = 300.0,
           tenant: TenantOpt = "", output: OutputOpt = "table",
           context: ContextOpt = None, server: ServerOpt = None, token: TokenOpt = None) -> None:
     """Apply files atomically: objects they no longer declare are pruned."""
+    from ccattler.cli.wait import applied_services, wait_ready
+
     sources = _sources(files, values, set_, set_from_env)
     with client(context, server, token) as api:
         result = api.apply(sources, tenant=tenant, dry_run=dry_run)
-    if output in ("json", "yaml"):
-        emit([], [], output, raw=result)
-    else:
-        render.apply_report(result)
+        if output in ("json", "yaml"):
+            emit([], [], output, raw=result)
+        else:
+            render.apply_report(result)
+        if wait and not dry_run:
+            wait_ready(api, applied_services(result), timeout)
 
 
 @reports_errors

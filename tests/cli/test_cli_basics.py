@@ -111,3 +111,44 @@ def test_the_server_runs_the_controllers(cli_cluster_with_runner, tmp_path):
     assert status["instances"]["desired"] == 3 and status["leader"]
     instances = json.loads(cluster.cca("get", "instances", "-o", "json").output)
     assert sorted(i["service"] for i in instances) == ["default/web"] * 3
+
+
+def test_apply_wait_shows_instances_converging(cli_cluster_with_runner, tmp_path):
+    """A node agent (here: AgentClient driven by the test) reports the instances ready."""
+    import json
+    import threading
+    import time
+
+    from ccattler.engine.api.agent_client import AgentClient
+    from ccattler.engine.api.client import Client
+    from ccattler.engine.clientconfig import load_config
+
+    cluster = cli_cluster_with_runner
+    token = cluster.cca("token", "create").output.splitlines()[0]
+    node_env = {"CCA_HOME": str(tmp_path / "node")}
+    ca = str(cluster.home / "clusters" / "default" / "ca.crt")
+    assert cluster.cca("join", f"127.0.0.1:{cluster.port}", token, "--ca", ca, "--node", "n1",
+                       env=node_env).exit_code == 0
+
+    def agent() -> None:
+        with Client(load_config(tmp_path / "node").context()) as client:
+            deadline = time.time() + 30
+            while time.time() < deadline:
+                rows = json.loads(cluster.cca("get", "instances", "-o", "json").output or "[]")
+                if len(rows) == 2:
+                    AgentClient(client).report({f"observed/instance/default/{r['name']}":
+                                                {"node": "n1", "state": "running", "ready": True}
+                                                for r in rows})
+                    return
+                time.sleep(0.3)
+
+    worker = threading.Thread(target=agent)
+    worker.start()
+    (tmp_path / "web.cca").write_text("service web { image nginx:1.27  instances 2 }\n")
+    result = cluster.cca("apply", str(tmp_path / "web.cca"), "--wait", "--timeout", "60")
+    worker.join()
+    assert result.exit_code == 0, result.output
+    assert "waiting: web 0/2" in result.output and "all instances ready" in result.output
+    (tmp_path / "web.cca").write_text("service web { image nginx:1.28  instances 3 }\n")
+    late = cluster.cca("apply", str(tmp_path / "web.cca"), "--wait", "--timeout", "1")
+    assert late.exit_code == 1 and "timed out after 1s waiting for web" in late.output
