@@ -5,6 +5,7 @@ CCA_FUZZ_EXAMPLES=20000.
 """
 
 import os
+import re
 from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
@@ -58,6 +59,30 @@ def mutated(draw):
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
 @given(mutated())
 def test_mutated_sources(text):
+    _check(text)
+
+
+VALUES = ["-1", "0", "1.5", "abc", "5m", "1e9", "99999999999", "*", "a/b/c", "/", "x:latest", "a/*",
+          "true", "60%", "1Ti", "0.0001", "25:61", "weekdays", "source_ip", "..", "-", "é", "x" * 300]
+WORD = re.compile(r'(?<=[ \t])[^\s{}\[\]=;,"#<>!]+(?=[ \t\n}])')
+
+
+@st.composite
+def value_mutated(draw):
+    """A corpus file with some values swapped for odd ones: the structure parses, the values
+    stress the compiler's readers."""
+    text = draw(st.sampled_from(CORPUS))
+    spots = [m.span() for m in WORD.finditer(text)]
+    for _ in range(draw(st.integers(1, 5))):
+        start, end = draw(st.sampled_from(spots))
+        text = text[:start] + draw(st.sampled_from(VALUES)) + text[end:]
+        spots = [m.span() for m in WORD.finditer(text)]
+    return text
+
+
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
+@given(value_mutated())
+def test_value_mutated_sources(text):
     _check(text)
 
 
