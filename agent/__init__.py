@@ -16,7 +16,7 @@ from typing import Any
 _EXPORTS = {
     "InstanceSpec": "desired", "desired_instances": "desired", "node_subnet": "desired",
     "RUNTIMES": "node", "NodeCore": "node", "default_runtime_kind": "node", "machine_capacity": "node",
-    "make_runtime": "node", "node_document": "node",
+    "make_runtime": "node", "node_document": "node", "cleanup_node": "node",
     "default_state_dir": "paths",
     "Backoff": "reconcile", "Reconciler": "reconcile",
     "Reporter": "slice_state", "SliceState": "slice_state",

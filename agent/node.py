@@ -102,6 +102,24 @@ def _host_address() -> str:
         return "127.0.0.1"
 
 
+def cleanup_node(state_dir: Path, kind: str = "runc", bridge: str = "cca0",
+                 runc_root: Path | None = None) -> None:
+    """Remove every container, namespace, veth, the bridge and the NAT table a node left in
+    `state_dir`, without the agent that made them (`cca down` after a crash). Images stay."""
+    from ccattler.agent.images.store import ImageStore
+
+    runtime = make_runtime(kind, state_dir, ImageStore(state_dir), runc_root)
+    names = [status.name for status in runtime.list()]
+    runtime.stop_many(names, timeout=1.0)
+    for name in names:
+        runtime.remove(name)
+    runtime.prune()
+    network = NodeNetwork.recorded(state_dir, bridge) if runtime.isolated_network else None
+    if network is not None:
+        network.teardown()
+        network.close()
+
+
 class NodeCore:
     """Runtime + images + network + reconciler for node `node`."""
 

@@ -64,8 +64,18 @@ class NodeNetwork:
         self._lock = threading.Lock()
 
     # -- the node ------------------------------------------------------------------------------
+    @classmethod
+    def recorded(cls, state_dir: Path | str, bridge: str = "cca0") -> NodeNetwork | None:
+        """The network a previous `setup` on this state dir left (to tear it down), if any."""
+        try:
+            subnet = (Path(state_dir) / "net" / bridge / "subnet").read_text().strip()
+        except FileNotFoundError:
+            return None
+        return cls(subnet, state_dir, bridge)
+
     def setup(self) -> None:
         """Create the bridge, its gateway address and the NAT table (idempotent)."""
+        (self.records / "subnet").write_text(f"{self.subnet}\n")  # first: `recorded` finds what follows
         with self._lock:
             index = self._index(self.bridge)
             if index is None:
@@ -89,6 +99,7 @@ class NodeNetwork:
             if index is not None:
                 self._ipr.link("del", index=index)
             nat.remove(self.bridge)
+        (self.records / "subnet").unlink(missing_ok=True)
 
     def close(self) -> None:
         self._ipr.close()

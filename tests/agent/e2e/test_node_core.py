@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from ccattler.agent.images.store import ImageStore
-from ccattler.agent.node import NodeCore
+from ccattler.agent.node import NodeCore, cleanup_node
 from ccattler.agent.reconcile import Backoff
 from ccattler.agent.runtime.runc import RuncRuntime
 
@@ -101,4 +101,18 @@ def test_containers_survive_an_agent_restart(busybox_state: Path, tmp_path: Path
         cleanup = core()
         cleanup.apply({k: v for k, v in facts.items() if not k.startswith("derived/placement/")})
         cleanup.shutdown(remove=True)
+    clean_check(state, bridge)
+
+
+def test_cleanup_after_an_agent_that_died(busybox_state: Path, tmp_path: Path, clean_check) -> None:
+    state = tmp_path / "state"
+    subprocess.run(["cp", "-a", "--link", str(busybox_state), str(state)], check=True)
+    bridge = f"cd{random.randrange(16**4):04x}"
+    subnet = f"10.{random.randrange(200, 250)}.{random.randrange(256)}.0/24"
+    runtime = RuncRuntime(state, ImageStore(state), runc_root=state / "runc")
+    core = NodeCore("n1", runtime, state_dir=state, bridge=bridge)
+    observed = core.apply(hello_slice("n1", subnet, ["hello-x1", "hello-x2"]))
+    assert {doc["state"] for doc in observed.values()} == {"running"}
+    # the agent dies here: no shutdown; `cca down` cleans up from the state dir alone
+    cleanup_node(state, "runc", bridge, runc_root=state / "runc")
     clean_check(state, bridge)
