@@ -7,7 +7,7 @@ compile raises `DslError` carrying all of them.
 """
 
 from ccattler.dsl import ast
-from ccattler.dsl.compiler import compile_sources, compile_with_diagnostics
+from ccattler.dsl.compiler import Known, compile_sources, compile_with_diagnostics
 from ccattler.dsl.errors import Diagnostic, DslError
 from ccattler.dsl.fmt import format_source
 from ccattler.dsl.lint import lint_sources
@@ -18,6 +18,7 @@ from ccattler.dsl.sources import Reader, Source, read_relative
 __all__ = [
     "Diagnostic",
     "DslError",
+    "Known",
     "Reader",
     "Source",
     "ast",

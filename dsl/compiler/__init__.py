@@ -17,7 +17,7 @@ from ccattler.dsl.compiler.cluster import (
     compile_role,
     compile_tenant,
 )
-from ccattler.dsl.compiler.context import Decl, Declarations, Unit
+from ccattler.dsl.compiler.context import Decl, Declarations, Known, Unit
 from ccattler.dsl.compiler.objects import (
     compile_connection,
     compile_gate,
@@ -32,15 +32,19 @@ from ccattler.dsl.parser import parse_with_diagnostics
 from ccattler.dsl.sources import Reader, Source, read_relative
 from ccattler.engine.facts import DEFAULT_TENANT, NAMESPACED_KINDS, InvalidValue, check_value, desired_key
 
-__all__ = ["compile_sources", "compile_with_diagnostics"]
+__all__ = ["Known", "compile_sources", "compile_with_diagnostics"]
 
 _UNNAMED = frozenset({"network", "grant"})
 
 
 def compile_sources(sources: Sequence[Source], tenant: str = DEFAULT_TENANT,
-                    reader: Reader | None = None) -> dict[str, dict]:
-    """Compile `sources` to facts sorted by key; raise `DslError` listing every error."""
-    facts, diagnostics = compile_with_diagnostics(sources, tenant, reader)
+                    reader: Reader | None = None, known: Known | None = None) -> dict[str, dict]:
+    """Compile `sources` to facts sorted by key; raise `DslError` listing every error.
+
+    `known(kind, tenant, name)` says whether the cluster already holds an object; with it, names
+    resolve to objects outside the files too, and a reference to nothing anywhere is an error.
+    """
+    facts, diagnostics = compile_with_diagnostics(sources, tenant, reader, known)
     errors = [d for d in diagnostics if d.severity == ERROR]
     if errors:
         raise DslError(errors)
@@ -48,9 +52,10 @@ def compile_sources(sources: Sequence[Source], tenant: str = DEFAULT_TENANT,
 
 
 def compile_with_diagnostics(sources: Sequence[Source], tenant: str = DEFAULT_TENANT,
-                             reader: Reader | None = None) -> tuple[dict[str, dict], list[Diagnostic]]:
+                             reader: Reader | None = None, known: Known | None = None,
+                             ) -> tuple[dict[str, dict], list[Diagnostic]]:
     """Compile what compiles; return the facts and every error and warning, in file order."""
-    decls = Declarations()
+    decls = Declarations(known=known)
     units: list[Unit] = []
     syntax: list[Diagnostic] = []
     for source in sources:

@@ -30,14 +30,23 @@ class Decl:
     span: Span
 
 
+#: known(kind, tenant, name) -> True when the cluster already holds that object.
+Known = Callable[[str, str, str], bool]
+
+
 @dataclass
 class Declarations:
-    """Every object the sources of one compile declare, by (kind, tenant, name)."""
+    """Every object the sources of one compile declare, by (kind, tenant, name), and what the
+    cluster already holds (`known`, when the caller can tell)."""
 
     table: dict[tuple[str, str | None, str], Decl] = field(default_factory=dict)
+    known: Known | None = None
 
     def get(self, kind: str, tenant: str | None, name: str) -> Decl | None:
         return self.table.get((kind, tenant, name))
+
+    def exists(self, kind: str, tenant: str, name: str) -> bool:
+        return (kind, tenant, name) in self.table or bool(self.known and self.known(kind, tenant, name))
 
 
 class Unit:
@@ -151,27 +160,27 @@ class Unit:
             return None
 
     def resolve(self, kind: str, scalar: Scalar, owner_tenant: str | None = None) -> str | None:
-        """`name` → "tenant/name" (owner's tenant, then the file's); `t/name` stays explicit."""
-        owner_tenant = owner_tenant or self.tenant
+        """`name` → "tenant/name": the owner's tenant, then the file's, wherever it is declared (these
+        files or the cluster); `t/name` stays explicit. Declared nowhere: the owner's tenant, with a
+        warning — or an error when the cluster was consulted (`known`) and lacks it too."""
         text = scalar.value
         try:
             if "/" in text:
-                ref = parse_service(text)
-                found = self.decls.get(kind, ref.tenant, ref.name)
+                candidates = [parse_service(text)]
             else:
-                parse_service(text)
-                ref = None
-                for tenant in dict.fromkeys((owner_tenant, self.tenant)):
-                    if self.decls.get(kind, tenant, text):
-                        ref, found = parse_service(text, tenant), True
-                        break
-                else:
-                    ref, found = parse_service(text, owner_tenant), None
+                tenants = dict.fromkeys((owner_tenant or self.tenant, self.tenant))
+                candidates = [parse_service(text, tenant) for tenant in tenants]
         except InvalidKey as exc:
             self.error(scalar.span, "bad-name", str(exc))
             return None
-        if not found:
+        for ref in candidates:
+            if self.decls.exists(kind, ref.tenant, ref.name):
+                return ref.full
+        ref = candidates[0]
+        if self.decls.known is None:
             self.warn(scalar.span, "undeclared",
                       f'{kind} "{ref.full}" is not declared in the files given (it may exist in the cluster)')
+        else:
+            self.error(scalar.span, "undeclared",
+                       f'{kind} "{ref.full}" is declared neither in the files given nor in the cluster')
         return ref.full
-

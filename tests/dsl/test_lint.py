@@ -104,3 +104,16 @@ def test_cli_render_with_values(tmp_path):
     assert result.stdout == "service api { image app:1  instances 4 }\n"
     bad = runner.invoke(app, ["render", str(tmp_path / "api.cca"), "--set", "novalue"])
     assert bad.exit_code == 2
+
+
+def test_names_resolve_to_objects_the_cluster_holds():
+    from ccattler.dsl import compile_with_diagnostics
+
+    text = "service payments/api { image x:1  resources { cpu 1 memory 1Gi }  secret db  secret gone }"
+    cluster = {("secret", "default", "db")}
+    facts, found = compile_with_diagnostics([Source("a.cca", text, None)],
+                                            known=lambda kind, tenant, name: (kind, tenant, name) in cluster)
+    secrets = facts["desired/service/payments/api"]["secrets"]
+    assert [s["name"] for s in secrets] == ["default/db", "payments/gone"]
+    assert [(d.code, d.severity, d.column) for d in found] == [("undeclared", "error", 85)]
+    assert "declared neither in the files given nor in the cluster" in found[0].message
