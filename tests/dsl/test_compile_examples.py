@@ -25,3 +25,24 @@ def test_compile_is_deterministic():
     first = compile_sources(sources)
     assert list(first) == sorted(first)
     assert repr(first) == repr(compile_sources(load_sources([EXAMPLES])))
+
+
+def test_compile_is_byte_identical_across_processes():
+    """Same sources → the same bytes, whatever the interpreter's hash seed."""
+    import os
+    import subprocess
+    import sys
+
+    golden = Path(__file__).with_name("golden")
+    script = (
+        "import json, sys; from ccattler.dsl import compile_sources, load_sources;"
+        "[sys.stdout.write(json.dumps(compile_sources(load_sources([p])), ensure_ascii=False))"
+        " for p in sys.argv[1:]]"
+    )
+    outputs = {
+        subprocess.run([sys.executable, "-c", script, str(EXAMPLES), *map(str, golden.glob("*.cca"))],
+                       check=True,
+                       capture_output=True, env={**os.environ, "PYTHONHASHSEED": seed}).stdout
+        for seed in ("1", "2")
+    }
+    assert len(outputs) == 1
