@@ -97,6 +97,7 @@ def test_containers_survive_an_agent_restart(busybox_state: Path, tmp_path: Path
         doc = second.apply(facts)["observed/instance/default/hello-x1"]
         assert (doc["state"], doc["restarts"]) == ("running", 0)
         assert second.runtime.status("default/hello-x1").pid == pid
+        second.shutdown(remove=False)
     finally:
         cleanup = core()
         cleanup.apply({k: v for k, v in facts.items() if not k.startswith("derived/placement/")})
