@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ipaddress
 import socket
+from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -78,8 +79,10 @@ class NetworkController:
                 f"node prefix /{node_prefix} must be between the cluster's /{self.cluster.prefixlen} and /30"
             )
         self.node_prefix = node_prefix
+        self._settled: dict[str, tuple[Any, ...]] = {}  # node → inputs of its last no-change run
         self._block = 1 << (32 - node_prefix)
         self._subnet_count = 1 << (node_prefix - self.cluster.prefixlen)
+        self._base = int(self.cluster.network_address)
 
     def depends_on(self, key: str) -> tuple[str, ...]:
         """An address follows its instance's placement: guard on it."""
@@ -87,19 +90,14 @@ class NetworkController:
             return (PLACEMENTS + key[len(ADDRESSES):],)
         return ()
 
-    def _subnet(self, index: int) -> ipaddress.IPv4Network:
-        base = int(self.cluster.network_address) + index * self._block
-        return ipaddress.IPv4Network((base, self.node_prefix))
-
     def _index(self, text: object) -> int | None:
-        """The subnet index of `text` if it is one of our node subnets, else None."""
-        try:
-            net = ipaddress.IPv4Network(str(text))
-        except ValueError:
+        """The subnet index of `text` if it is exactly one of our node subnets, else None."""
+        address, _, prefix = text.partition("/") if isinstance(text, str) else ("", "", "")
+        base = _ip_to_int(address)
+        if base is None or prefix != str(self.node_prefix):
             return None
-        if net.prefixlen != self.node_prefix or not net.subnet_of(self.cluster):
-            return None
-        return (int(net.network_address) - int(self.cluster.network_address)) // self._block
+        index, rest = divmod(base - self._base, self._block)
+        return index if rest == 0 and 0 <= index < self._subnet_count else None
 
     def reconcile(self, snapshot: Snapshot, now: float) -> ChangeSet:
         # One pass over the snapshot, the most numerous prefixes tested first.
@@ -154,12 +152,12 @@ class NetworkController:
         return {node: self._node_net(index) for node, index in kept.items()}
 
     def _node_net(self, index: int) -> _NodeNet:
-        base = int(self.cluster.network_address) + index * self._block
+        base = self._base + index * self._block
         return _NodeNet(base, self._block, self.node_prefix, _int_to_ip(base + 1))
 
     def _subnet_doc(self, node: str, index: int) -> dict[str, Any]:
-        net = self._subnet(index)
-        return {"node": node, "subnet": str(net), "gateway": str(net.network_address + 1)}
+        net = self._node_net(index)
+        return {"node": node, "subnet": f"{_int_to_ip(net.base)}/{net.prefix}", "gateway": net.gateway}
 
     def _allocate_addresses(
         self,
@@ -169,33 +167,61 @@ class NetworkController:
         puts: dict[str, Any],
         deletes: set[str],
     ) -> None:
-        used: dict[str, set[int]] = {node: set() for node in subnets}
-        kept: set[str] = set()
+        """Addresses node by node: each node's depend only on its subnet, its placements and their
+        address documents, so a node whose inputs are those of its last no-change run is skipped
+        (a memo that never alters a result)."""
+        placed: dict[str, dict[str, Any]] = defaultdict(dict)  # node → {name: placement}
+        for name, placement in placements.items():
+            if placement.get("node") in subnets:
+                placed[placement["node"]][name] = placement
+        current: dict[str, Any] = {}
         for key, doc in existing:
-            name = key[len(ADDRESSES):]
-            placement = placements.get(name)
-            node = placement.get("node") if placement else None
-            offset = self._offset(doc.get("ip"), subnets.get(node)) if node == doc.get("node") else None
-            if offset is None or offset in used[node]:
-                deletes.add(key)  # unplaced, moved, outside its node's subnet, or a duplicate
+            placement = placements.get(key[len(ADDRESSES):])
+            if placement is None or placement.get("node") not in subnets:
+                deletes.add(key)  # unplaced, or on a node without a subnet
+            else:
+                current[key[len(ADDRESSES):]] = doc
+        settled: dict[str, tuple[Any, ...]] = {}
+        for node, on_node in placed.items():
+            inputs = (subnets[node], on_node, {n: current[n] for n in on_node if n in current})
+            if self._settled.get(node) == inputs:
+                settled[node] = inputs
                 continue
-            used[node].add(offset)
+            changes_before = len(puts) + len(deletes)
+            self._allocate_node(node, *inputs, puts, deletes)
+            if len(puts) + len(deletes) == changes_before:
+                settled[node] = inputs
+        self._settled = settled
+
+    def _allocate_node(
+        self,
+        node: str,
+        subnet: _NodeNet,
+        on_node: dict[str, Any],
+        docs: dict[str, Any],
+        puts: dict[str, Any],
+        deletes: set[str],
+    ) -> None:
+        used: set[int] = set()
+        kept: set[str] = set()
+        for name in sorted(docs):  # in name order: on a duplicate, the first name keeps the address
+            doc = docs[name]
+            offset = self._offset(doc.get("ip"), subnet) if doc.get("node") == node else None
+            if offset is None or offset in used:
+                deletes.add(ADDRESSES + name)  # moved here, outside the subnet, or a duplicate
+                continue
+            used.add(offset)
             kept.add(name)
-            want = self._address_doc(placement, subnets[node], offset)
+            want = self._address_doc(on_node[name], subnet, offset)
             if doc != want:
-                puts[key] = want
-        for name in sorted(placements.keys() - kept):
-            placement = placements[name]
-            subnet = subnets.get(placement.get("node"))
-            if subnet is None:
-                continue
-            taken = used[placement["node"]]
-            offset = next((o for o in range(2, subnet.size - 1) if o not in taken), None)
+                puts[ADDRESSES + name] = want
+        for name in sorted(on_node.keys() - kept):
+            offset = next((o for o in range(2, subnet.size - 1) if o not in used), None)
             if offset is None:
                 continue  # the node's subnet is full; the instance waits without an address
-            taken.add(offset)
+            used.add(offset)
             deletes.discard(ADDRESSES + name)
-            puts[ADDRESSES + name] = self._address_doc(placement, subnet, offset)
+            puts[ADDRESSES + name] = self._address_doc(on_node[name], subnet, offset)
 
     @staticmethod
     def _offset(ip: object, subnet: _NodeNet | None) -> int | None:

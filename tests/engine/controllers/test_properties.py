@@ -75,7 +75,9 @@ def test_addresses_are_unique_stable_and_inside_their_node_subnet(history, gone)
             world.delete(f"derived/placement/default/{name}")
         else:
             world.put(*placement(name, target))
-        world.apply(controller.reconcile(world.snapshot(), 0.0))
+        changes = controller.reconcile(world.snapshot(), 0.0)
+        assert changes == NetworkController("10.88.0.0/16", 28).reconcile(world.snapshot(), 0.0)  # memo
+        world.apply(changes)
         assert not controller.reconcile(world.snapshot(), 0.0)
         ips = {k: v for k, v in world.values.items() if k.startswith("derived/network/ip/")}
         assert len({v["ip"] for v in ips.values()}) == len(ips)
