@@ -73,12 +73,68 @@ def delete(name: Name, tenant: TenantOpt = "", context: ContextOpt = None, serve
 
 @app.command("rotate")
 @reports_errors
-def rotate(name: Name, tenant: TenantOpt = "", context: ContextOpt = None, server: ServerOpt = None,
+def rotate(name: Annotated[str | None, typer.Argument(help="Secret name, or tenant/name.")] = None,
+           all_: Annotated[bool, typer.Option("--all", help="Every secret of the tenant.")] = False,
+           all_tenants: Annotated[bool, typer.Option("-A", help="With --all: every tenant.")] = False,
+           tenant: TenantOpt = "", context: ContextOpt = None, server: ServerOpt = None,
            token: TokenOpt = None) -> None:
-    """Re-encrypt the current value under a fresh data key."""
+    """Re-encrypt under a fresh data key and the current master key (one secret, or --all)."""
+    if bool(name) == all_:
+        raise typer.BadParameter("give a secret NAME or --all")
     with client(context, server, token) as api:
-        info = api.json("SecretRotate", _request(name, tenant))
-    typer.echo(f"secret {info['name']} rotated (version {info['version']})")
+        if all_:
+            done = api.json("SecretRotate", _request("**" if all_tenants else "*", tenant))
+            typer.echo(f"{len(done['items'])} secret(s) rotated; master key {done['key_id']}")
+        else:
+            info = api.json("SecretRotate", _request(name or "", tenant))
+            typer.echo(f"secret {info['name']} rotated (version {info['version']})")
+
+
+master = typer.Typer(help="The cluster's master keys (on the control-plane machine).", no_args_is_help=True)
+app.add_typer(master, name="master-key")
+
+
+def _master_key_file(context: str | None):
+    from pathlib import Path
+
+    from ccattler.engine.clientconfig import load_config
+    from ccattler.engine.facts import CcaError
+    from ccattler.engine.pki import ClusterFiles
+
+    ctx = load_config().context(context)
+    if not ctx.cluster:
+        raise CcaError(f"context {ctx.name!r} has no cluster directory: run this where `cca init` ran")
+    return ClusterFiles(Path(ctx.cluster)).master_key
+
+
+@master.command("add")
+@reports_errors
+def master_add(context: ContextOpt = None) -> None:
+    """Add a new current master key; older keys still unwrap until retired."""
+    from ccattler.engine.secrets import add_master_key
+
+    key_id = add_master_key(_master_key_file(context))
+    typer.echo(f"master key {key_id} is now current (a running server picks it up)")
+    typer.echo("next: cca secret rotate --all -A, then cca secret master-key retire", err=True)
+
+
+@master.command("retire")
+@reports_errors
+def master_retire(context: ContextOpt = None, server: ServerOpt = None, token: TokenOpt = None) -> None:
+    """Remove every master key but the current one, once no secret needs them."""
+    from ccattler.engine.facts import CcaError
+    from ccattler.engine.secrets import LocalKeyProvider, retire_master_keys
+
+    path = _master_key_file(context)
+    current = LocalKeyProvider.from_file(path).key_id
+    with client(context, server, token) as api:
+        items = api.json("SecretList", _request("*", ""))["items"]
+    stale = sorted(f"{r['tenant']}/{r['name']}" for r in items if r["set"] and r["meta"]["key_id"] != current)
+    if stale:
+        raise CcaError(f"{len(stale)} secret(s) still use an older master key ({', '.join(stale[:5])}); "
+                       "run `cca secret rotate --all -A` first")
+    removed = retire_master_keys(path)
+    typer.echo(f"retired {len(removed)} master key(s); current is {current}")
 
 
 def register(root: typer.Typer) -> None:

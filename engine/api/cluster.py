@@ -27,7 +27,7 @@ from ccattler.engine.auth import (
     list_users,
 )
 from ccattler.engine.facts import DEFAULT_TENANT, NAMESPACED_KINDS, parse_service
-from ccattler.engine.secrets import KeyProvider, delete_secret, rotate_secret, set_secret
+from ccattler.engine.secrets import KeyProvider, delete_secret, list_secrets, rotate_secret, set_secret
 from ccattler.engine.store import Store
 
 #: Roots a user may watch, and the capability that guards each.
@@ -252,6 +252,15 @@ class ClusterService:
         return _json({"deleted": ref.full_name})
 
     def SecretRotate(self, request: api_pb2.SecretRequest, call: Call) -> api_pb2.Json:
+        """Re-encrypt one secret, or with name `*` every secret of the tenant (`**`: all tenants),
+        under a fresh data key and the current master key."""
+        if request.name in ("*", "**"):
+            tenant = None if request.name == "**" else _tenant(request)
+            secrets = list_secrets(self.store, tenant)
+            for info in secrets:  # every permission first: a denial rotates nothing
+                self._allow(call, "secret.update", info.name)
+            rotated = [rotate_secret(self.store, self.keys, info.name, "").to_json() for info in secrets]
+            return _json({"items": rotated, "key_id": self.keys.key_id})
         ref = self._secret_ref(request)
         self._allow(call, "secret.update", ref.full_name)
         return _json(rotate_secret(self.store, self.keys, ref.full_name, ref.tenant or "").to_json())

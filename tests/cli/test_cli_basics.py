@@ -152,3 +152,18 @@ def test_apply_wait_shows_instances_converging(cli_cluster_with_runner, tmp_path
     (tmp_path / "web.cca").write_text("service web { image nginx:1.28  instances 3 }\n")
     late = cluster.cca("apply", str(tmp_path / "web.cca"), "--wait", "--timeout", "1")
     assert late.exit_code == 1 and "timed out after 1s waiting for web" in late.output
+
+
+def test_master_key_rotation_through_the_cli(cli_cluster):
+    assert cli_cluster.cca("secret", "set", "a", "-t", "shop", input="alpha").exit_code == 0
+    assert cli_cluster.cca("secret", "set", "b", input="beta").exit_code == 0
+    added = cli_cluster.cca("secret", "master-key", "add")
+    assert added.exit_code == 0, added.output
+    new_id = added.output.split()[2]
+    early = cli_cluster.cca("secret", "master-key", "retire")
+    assert early.exit_code == 1 and "still use an older master key" in early.output
+    rotated = cli_cluster.cca("secret", "rotate", "--all", "-A")
+    assert rotated.exit_code == 0 and f"2 secret(s) rotated; master key {new_id}" in rotated.output
+    assert cli_cluster.cca("secret", "master-key", "retire").exit_code == 0
+    wide = cli_cluster.cca("secret", "list", "-A", "-o", "wide")
+    assert wide.output.count(new_id) == 2 and "alpha" not in wide.output

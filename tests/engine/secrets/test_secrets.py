@@ -58,7 +58,7 @@ def test_moved_or_tampered_document_does_not_decrypt(provider):
 def test_wrong_master_key_does_not_decrypt(provider, tmp_path):
     other = tmp_path / "other.key"
     write_master_key(other)
-    with pytest.raises(SecretError, match="wrong master key"):
+    with pytest.raises(SecretError, match="is not in"):
         unseal(LocalKeyProvider.from_file(other), "a/x", seal(provider, "a/x", b"v", 1))
 
 
@@ -75,3 +75,17 @@ def test_path_like_secret_names_are_refused(store, provider, name):
     with pytest.raises(Exception, match="name|tenant"):
         set_secret(store, provider, name, "default", b"v")
     assert store.range("")[0] == []
+
+
+def test_master_key_rotation_keeps_old_secrets_readable_until_retired(store, provider):
+    from ccattler.engine.secrets import add_master_key, retire_master_keys
+
+    old_id = provider.key_id
+    set_secret(store, provider, "a", "t", b"one")
+    new_id = add_master_key(provider.path)
+    assert provider.key_id == new_id != old_id  # the running provider re-reads the file
+    assert reveal_secret(store, provider, "t/a") == b"one"  # wrapped by the old key, still readable
+    assert rotate_secret(store, provider, "a", "t").key_id == new_id
+    assert retire_master_keys(provider.path) == [old_id]
+    assert reveal_secret(store, provider, "t/a") == b"one"
+    assert provider.keys == (provider.keys[0],)
