@@ -32,7 +32,7 @@ PROGRAM = "placement"
 @dataclass(frozen=True, slots=True)
 class PlanOptions:
     solve: SolveOptions = field(default_factory=lambda: SolveOptions(
-        conflicts=600, wall_seconds=20.0, extra=("--heuristic=Domain",)))
+        conflicts=200, wall_seconds=20.0, extra=("--heuristic=Domain",)))
     candidates: CandidatePolicy = field(default_factory=CandidatePolicy)
     max_rounds: int = 3
     #: Pending replicas solved together; larger chunks are solved one after another.
