@@ -229,7 +229,10 @@ def parse_with_diagnostics(text: str, name: str = "<text>") -> tuple[File, list[
                 diagnostics.append(Diagnostic(name, 0, 0, ERROR, "too-many-errors",
                                               f"stopped after {MAX_ERRORS} syntax errors"))
                 return File(name, text, (), ()), diagnostics
-            work = blank_after_error(work, error_offset(exc, work))
+            blanked = blank_after_error(work, error_offset(exc, work))
+            if blanked == work:  # nothing left to skip: report what we have
+                return File(name, text, (), ()), diagnostics
+            work = blanked
         except RecursionError:
             return File(name, text, (), ()), [Diagnostic(name, 1, 1, ERROR, "too-deep", "nesting is too deep",
                                                          line_of(text, 1))]

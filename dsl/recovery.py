@@ -80,7 +80,9 @@ def syntax_diagnostic(exc: UnexpectedInput, work: str, text: str, name: str,
                      f'unknown {what} "{value}"{where}', len(value),
                      hint or did_you_mean(value, fields) or _expected(expected_words))
     hint = _expected(expected_words)
-    if value.endswith(":") and value[:-1] in fields:
+    if value == "}" and not opened:
+        hint = "no block is open here (one } too many?)"
+    elif value.endswith(":") and value[:-1] in fields:
         hint = f"drop the colon: {value[:-1]} VALUE (or {value[:-1]} = VALUE)"
     elif token.type == "STRING" and "WORD" in expected and "STRING" not in expected:
         hint = f"write it without quotes: {value[1:-1]}"
