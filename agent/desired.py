@@ -10,7 +10,6 @@ the address; `derived/network/subnet/<node>` (`{"subnet": "10.88.1.0/24", …}`)
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -34,6 +33,13 @@ class InstanceSpec:
     cpu: int = 0
     memory: int = 0
     ip: str | None = None
+    #: A hash of everything that shapes the container: a change means replace it (set on creation).
+    spec_hash: str = field(init=False, default="", compare=False)
+
+    def __post_init__(self) -> None:
+        shape = (self.image, self.command, sorted(self.env.items()), self.cpu, self.memory, self.ip,
+                 [(f.path, f.content) for f in self.files])
+        object.__setattr__(self, "spec_hash", hashlib.sha256(repr(shape).encode()).hexdigest()[:16])
 
     @property
     def key(self) -> str:
@@ -43,13 +49,6 @@ class InstanceSpec:
     @property
     def observed_key(self) -> str:
         return f"observed/instance/{self.tenant}/{self.name}"
-
-    @property
-    def spec_hash(self) -> str:
-        """A hash of everything that shapes the container: a change means replace it."""
-        doc = {"image": self.image, "command": self.command, "env": dict(self.env), "cpu": self.cpu,
-               "memory": self.memory, "ip": self.ip, "files": [[f.path, f.content] for f in self.files]}
-        return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:16]
 
     def container(self, netns: str | None = None) -> ContainerSpec:
         return ContainerSpec(name=self.key, image=self.image, command=self.command, env=self.env,
