@@ -155,7 +155,8 @@ class EtcdStore(Store):
 
     def lease_keepalive(self, lease: int) -> None:
         request = etcdrpc.LeaseKeepAliveRequest(ID=lease)
-        first = self._conn.call("Lease", "LeaseKeepAlive", iter([request]), write=True, stream=True)
+        # Idempotent, so retried on another member like a read.
+        first = self._conn.call("Lease", "LeaseKeepAlive", [request], stream=True)
         if first is None or first.TTL <= 0:
             raise LeaseNotFound(f"lease {lease} does not exist (expired or revoked)")
 

@@ -96,7 +96,7 @@ class Connection:
     def call(
         self, service: str, method: str, request: Any, *, write: bool = False, stream: bool = False
     ) -> Any:
-        """One unary call (or the first response of a stream), failing over until `timeout` runs out.
+        """One unary call (or the first response of a stream of `request`s), failing over until `timeout`.
 
         Calls require a leader, so a member cut off from the cluster refuses at once ("no leader")
         instead of hanging. A write is retried elsewhere only when it cannot have been applied (the
@@ -110,7 +110,8 @@ class Connection:
             try:
                 if not stream:
                     return getattr(stub, method)(request, timeout=remaining, metadata=REQUIRE_LEADER)
-                responses = getattr(stub, method)(request, timeout=remaining, metadata=REQUIRE_LEADER)
+                # `request` is a list here, re-sent whole if this attempt fails over.
+                responses = getattr(stub, method)(iter(request), timeout=remaining, metadata=REQUIRE_LEADER)
                 try:
                     return next(responses, None)
                 finally:
