@@ -62,7 +62,8 @@ class Client:
         self.context, self.timeout = context, timeout
         ca = _read(context.ca, "CA certificate")
         options = [("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
-                   ("grpc.max_send_message_length", MAX_MESSAGE_BYTES)]
+                   ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+                   ("grpc.keepalive_time_ms", 30_000), ("grpc.keepalive_timeout_ms", 10_000)]
         if context.cert and context.key and not context.token and not anonymous:
             cert, key = _read(context.cert, "client certificate"), _read(context.key, "client key")
             assert cert is not None

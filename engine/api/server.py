@@ -68,7 +68,12 @@ class ApiServer:
         cluster, agent = ClusterService(store, keys), AgentService(store, ca, keys)
         grpc_options = [("grpc.max_receive_message_length", options.max_message_bytes),
                         ("grpc.max_send_message_length", 64 * 1024 * 1024),
-                        ("grpc.so_reuseport", 0)]
+                        ("grpc.so_reuseport", 0),
+                        # Pings find vanished agents, so their stream threads are freed (their
+                        # leases expire regardless: nothing refreshes them).
+                        ("grpc.keepalive_time_ms", 30_000), ("grpc.keepalive_timeout_ms", 10_000),
+                        ("grpc.http2.min_ping_interval_without_data_ms", 10_000),
+                        ("grpc.keepalive_permit_without_calls", 1)]
 
         def listener(authenticate, public: frozenset[str], address: str, mutual: bool
                      ) -> tuple[grpc.Server, int]:
