@@ -87,11 +87,14 @@ def lint(
 ) -> None:
     """Check .cca files without a cluster: errors exit 1, warnings are shown."""
     from ccattler.dsl import DslError, lint_sources
+    from ccattler.dsl.loading import load_with_diagnostics
 
     if output not in ("text", "json"):
         raise typer.BadParameter("expected text or json", param_hint="-o")
     try:
-        diagnostics = lint_sources(load(paths, values, sets, from_env), strict=strict, tenant=tenant)
+        sources, diagnostics = load_with_diagnostics(paths, values, sets=parse_pairs(sets, "--set"),
+                                                     set_from_env=parse_pairs(from_env, "--set-from-env"))
+        diagnostics += lint_sources(sources, strict=strict, tenant=tenant)
     except DslError as exc:
         diagnostics = list(exc.diagnostics)
     errors = sum(d.severity == "error" for d in diagnostics)

@@ -93,6 +93,20 @@ def load_sources(paths: Iterable[str | Path], values: Iterable[str | Path] = (),
                  sets: Mapping[str, str] | None = None, set_from_env: Mapping[str, str] | None = None,
                  environ: Mapping[str, str] | None = None) -> list[Source]:
     """Read files and directories (*.cca) and render their templates; errors of all files at once."""
+    sources, problems = load_with_diagnostics(paths, values, sets, set_from_env, environ)
+    if problems:
+        raise DslError(problems)
+    return sources
+
+
+def load_with_diagnostics(paths: Iterable[str | Path], values: Iterable[str | Path] = (),
+                          sets: Mapping[str, str] | None = None,
+                          set_from_env: Mapping[str, str] | None = None,
+                          environ: Mapping[str, str] | None = None) -> tuple[list[Source], list[Diagnostic]]:
+    """The sources that loaded and the problems of those that did not (the linter checks both).
+
+    Missing paths and bad values (shared by every file) still raise `DslError`.
+    """
     files = expand_paths(paths)
     common = user_values(values, sets, set_from_env, environ)
     sources: list[Source] = []
@@ -107,6 +121,4 @@ def load_sources(paths: Iterable[str | Path], values: Iterable[str | Path] = (),
             problems.extend(exc.diagnostics)
             continue
         sources.append(Source(str(path), text, path.parent))
-    if problems:
-        raise DslError(problems)
-    return sources
+    return sources, problems
