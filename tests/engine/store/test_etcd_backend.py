@@ -42,11 +42,13 @@ def test_reads_writes_and_watches_go_on_when_the_member_in_use_dies():
     with EtcdCluster(3) as cluster, open_store(cluster.url + "?timeout=1") as store:
         with store.watch("f/") as watch:
             before = store.put("f/a", 1)
+            lease = store.lease_grant(30)
             in_use = store._conn.stub("KV")[0]  # the endpoint this client talks to
             cluster.members[in_use].kill()
             # A write in flight when the leader dies may time out (outcome unknown): retry it.
             after = [put_retrying(store, f"f/{i}", i) for i in range(3)]
             assert store.get("f/2").value == 2
+            store.lease_keepalive(lease)  # leases live in the cluster, not in the member that died
             seen = []
             while not set(after) <= {event.revision for event in seen}:
                 event = watch.get(timeout=10)
