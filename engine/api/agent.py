@@ -83,6 +83,9 @@ class AgentService:
             load_csr(request.csr)  # check before spending the single-use token
         except PkiError as exc:
             raise BadRequest(str(exc)) from None
+        if self.store.get(f"observed/node/{node}") is not None:  # no taking over a live node's name
+            raise Conflict(f"node {node} is registered and alive; choose another name, or wait for its "
+                           "lease to expire")
         redeem_join_token(self.store, request.token)
         return self._sign(request.csr, name=node, kind="node", lifetime=NODE_LIFETIME)
 

@@ -182,3 +182,14 @@ def test_agent_client_heartbeat_keeps_the_node_until_stopped(cluster, tmp_path):
     while cluster.store.get("observed/node/n1") is not None and time.time() < deadline:
         time.sleep(0.2)
     assert cluster.store.get("observed/node/n1") is None
+
+
+def test_join_cannot_take_over_a_live_nodes_name(cluster, tmp_path):
+    client, _ = join(cluster, tmp_path, "n1")
+    with client:
+        client.unary(client.agent, "RegisterNode", api_pb2.RegisterRequest(node_json="{}", ttl_seconds=30))
+    token, _ = create_token(cluster.store, "join", 60)
+    with pytest.raises(ApiError) as err:
+        join(cluster, tmp_path / "other", "n1", token)
+    assert err.value.code == grpc.StatusCode.ABORTED and "alive" in str(err.value)
+    assert len(cluster.store.range("auth/token/")[0]) == 1  # the token was not spent
