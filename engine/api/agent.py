@@ -119,8 +119,14 @@ class AgentService:
         ttl = request.ttl_seconds or NODE_TTL
         if not _TTL_RANGE[0] <= ttl <= _TTL_RANGE[1]:
             raise BadRequest(f"ttl_seconds must be between {_TTL_RANGE[0]:g} and {_TTL_RANGE[1]:g}")
+        previous = self.store.get(f"observed/node/{node}")
         lease = self.store.lease_grant(ttl)
         self.store.put(f"observed/node/{node}", document, lease=lease)
+        if previous is not None and previous.lease and previous.lease != lease:
+            try:  # a re-registering agent: its old lease holds nothing now
+                self.store.lease_revoke(previous.lease)
+            except LeaseNotFound:
+                pass
         return api_pb2.Lease(lease=lease, ttl_seconds=ttl)
 
     def Heartbeat(self, requests: Iterator[api_pb2.HeartbeatRequest], call: Call

@@ -193,3 +193,16 @@ def test_join_cannot_take_over_a_live_nodes_name(cluster, tmp_path):
         join(cluster, tmp_path / "other", "n1", token)
     assert err.value.code == grpc.StatusCode.ABORTED and "alive" in str(err.value)
     assert len(cluster.store.range("auth/token/")[0]) == 1  # the token was not spent
+
+
+def test_re_registering_moves_the_node_to_a_new_lease(cluster, tmp_path):
+    client, _ = join(cluster, tmp_path, "n1")
+    with client:
+        first = client.unary(client.agent, "RegisterNode", api_pb2.RegisterRequest(node_json="{}"))
+        second = client.unary(client.agent, "RegisterNode", api_pb2.RegisterRequest(node_json='{"a": 1}'))
+        assert first.lease != second.lease
+        fact = cluster.store.get("observed/node/n1")
+        assert fact.lease == second.lease and fact.value == {"a": 1}
+        with pytest.raises(grpc.RpcError) as err:
+            list(client.agent.Heartbeat(iter([api_pb2.HeartbeatRequest(lease=first.lease)])))
+        assert err.value.code() == grpc.StatusCode.NOT_FOUND
