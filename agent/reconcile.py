@@ -136,6 +136,11 @@ class Reconciler:
 
     # -- actions -------------------------------------------------------------------------------
     def _crashed(self, name: str, status: ContainerStatus, record: _Record, now: float) -> None:
+        try:
+            self.runtime.remove(name)  # keep its network: the restart gets the same address
+        except (CcaError, OSError) as exc:  # the next call sees it again and counts it then
+            log.warning("removing crashed %s: %s", name, exc)
+            return
         record.restarts += 1
         record.failures += 1
         record.running_since = None
@@ -143,7 +148,6 @@ class Reconciler:
         record.retry_at = now + delay
         record.reason = status.reason or "exited"
         log.info("%s %s; restarting in %.0fs", name, record.reason, delay)
-        self.runtime.remove(name)  # keep its network: the restart gets the same address
 
     def _running(self, record: _Record, now: float) -> None:
         if record.running_since is None:
@@ -188,9 +192,12 @@ class Reconciler:
         self._each(self._discard, names)
 
     def _discard(self, name: str) -> None:
-        self.runtime.remove(name)
-        if self.network is not None:
-            self.network.detach(name)
+        try:
+            self.runtime.remove(name)
+            if self.network is not None:
+                self.network.detach(name)
+        except (CcaError, OSError) as exc:  # the next call (or the GC timer) tries again
+            log.warning("removing %s: %s", name, exc)
 
     # -- observation ---------------------------------------------------------------------------
     def _observe(self, desired: Mapping[str, InstanceSpec]) -> dict[str, dict[str, Any]]:
