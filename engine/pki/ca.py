@@ -12,6 +12,7 @@ import ipaddress
 from dataclasses import dataclass
 
 from cryptography import x509
+from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
@@ -211,7 +212,7 @@ class CertificateAuthority:
         """Raise `PkiError` unless `cert` was signed by this CA and is valid at `now`."""
         try:
             cert.verify_directly_issued_by(self.cert)
-        except (ValueError, TypeError, Exception) as exc:  # InvalidSignature has no common base
+        except (ValueError, TypeError, InvalidSignature) as exc:
             raise PkiError(f"certificate {cert.subject.rfc4514_string()} was not issued by this CA") from exc
         now = now or dt.datetime.now(dt.UTC)
         if not cert.not_valid_before_utc <= now <= cert.not_valid_after_utc:
