@@ -21,14 +21,18 @@ def _problem(name: str, code: str, message: str, line: int = 0, column: int = 0)
     return Diagnostic(name, line, column, ERROR, code, message)
 
 
+def _hidden(relative: Path) -> bool:
+    return any(part.startswith(".") for part in relative.parts)
+
+
 def expand_paths(paths: Iterable[str | Path]) -> list[Path]:
-    """Files as given; directories → their *.cca files, recursively, sorted."""
+    """Files as given; directories → their *.cca files, recursively, hidden ones skipped, sorted."""
     out: list[Path] = []
     problems = []
     for given in paths:
         path = Path(given)
         if path.is_dir():
-            found = sorted(p for p in path.rglob("*.cca") if p.is_file())
+            found = sorted(p for p in path.rglob("*.cca") if p.is_file() and not _hidden(p.relative_to(path)))
             if not found:
                 problems.append(_problem(str(path), "no-files", "directory holds no .cca files"))
             out.extend(found)

@@ -68,3 +68,12 @@ def test_plain_sources_are_not_rendered(tmp_path):
     (tmp_path / "a.cca").write_text("service a { image x }  # {# not jinja\n")
     (source,) = load_sources([tmp_path / "a.cca"])
     assert source.text.endswith("{# not jinja\n")
+
+
+def test_directories_are_read_recursively_skipping_hidden(tmp_path):
+    (tmp_path / "sub").mkdir()
+    (tmp_path / ".git").mkdir()
+    for rel in ("b.cca", "sub/a.cca", ".git/x.cca", "notes.txt"):
+        (tmp_path / rel).write_text("secret s\n")
+    names = [s.name for s in load_sources([tmp_path])]
+    assert names == [str(tmp_path / "b.cca"), str(tmp_path / "sub" / "a.cca")]
