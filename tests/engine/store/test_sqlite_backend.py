@@ -135,3 +135,12 @@ def test_an_open_read_snapshot_does_not_block_writers(url):
             assert store._committed(reader)[0] == before  # the snapshot still sees the old revision
             reader.execute("COMMIT")
         assert after == before + 1 and store.get("r/a").value == 2
+
+
+def test_a_file_that_is_not_a_database_is_a_clear_error(tmp_path):
+    path = tmp_path / "state.db"
+    path.write_text("these are not the facts you are looking for\n" * 100)
+    with pytest.raises(StoreUnavailable, match=f"cannot open SQLite store {path}: file is not a database"):
+        open_store(f"sqlite://{path}")
+    path.unlink()
+    open_store(f"sqlite://{path}").close()  # the owner lock was released on the way out
