@@ -96,6 +96,13 @@ def node_document(*, capacity: Mapping[str, int] | None = None,
 
 
 def _host_address() -> str:
+    """The source address of the default route (a UDP connect sends nothing), else the hostname's."""
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+            probe.connect(("192.0.2.1", 9))  # TEST-NET-1: only used to pick a route
+            return probe.getsockname()[0]
+    except OSError:
+        pass
     try:
         return socket.gethostbyname(socket.gethostname())
     except OSError:
