@@ -68,7 +68,12 @@ def fmt(
                 unformatted = True
         elif write:
             if pretty != text:
-                path.write_text(pretty)
+                try:
+                    path.write_text(pretty)
+                except OSError as exc:
+                    print(f"{path}: cannot write: {exc.strerror or exc}", file=sys.stderr)
+                    failed = True
+                    continue
                 print(f"formatted {path}", file=sys.stderr)
         else:
             sys.stdout.write(pretty)
