@@ -2,8 +2,8 @@
 
 A `Unit` reports problems as diagnostics and keeps going (every error of a file is reported), and
 resolves names: `name` → the referring object's tenant, then the file's tenant; `tenant/name`
-explicit. Names declared in none of the sources resolve to the referrer's tenant with a warning
-(the object may already exist in the cluster).
+explicit. Declared means in the sources or, when the caller passes `known`, in the cluster; a name
+declared nowhere resolves to the referrer's tenant with a warning (an error with `known`).
 """
 
 from __future__ import annotations
