@@ -133,15 +133,6 @@ class Cluster:
             members[service.unit].append(service.name)
         return dict(members)
 
-    def used(self) -> dict[str, tuple[int, int]]:
-        """node → (cpu, MiB) requested by the instances placed on it."""
-        used: dict[str, list[int]] = defaultdict(lambda: [0, 0])
-        for inst in self.instances:
-            if inst.node is not None:
-                used[inst.node][0] += inst.cpu
-                used[inst.node][1] += inst.mem
-        return {n: (c, m) for n, (c, m) in used.items()}
-
 
 def _pairs(labels: Mapping[str, Any] | None) -> tuple[tuple[str, str], ...]:
     return tuple(sorted((str(k), str(v)) for k, v in (labels or {}).items()))
