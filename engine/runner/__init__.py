@@ -4,6 +4,7 @@ offline to a fixed point (`settle`, used by `cca plan`)."""
 from ccattler.engine.runner.changes import GroupTooLarge, plan_batches, prune
 from ccattler.engine.runner.leader import LEADER_KEY, LeaderElection
 from ccattler.engine.runner.loop import Runner
+from ccattler.engine.runner.metrics import RunnerCollector
 from ccattler.engine.runner.settle import NoFixedPoint, SettleResult, settle
 from ccattler.engine.runner.snapshot import FactCache, read_snapshot
 from ccattler.engine.runner.stats import ControllerStats
@@ -16,6 +17,7 @@ __all__ = [
     "LeaderElection",
     "NoFixedPoint",
     "Runner",
+    "RunnerCollector",
     "SettleResult",
     "plan_batches",
     "prune",
