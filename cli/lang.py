@@ -38,7 +38,7 @@ def load(paths, values, sets, from_env):
 
 
 def fmt(
-    files: Annotated[list[Path], typer.Argument(help=".cca files to format.")],
+    files: Annotated[list[Path], typer.Argument(help=".cca files to format (- reads stdin).")],
     write: Annotated[bool, typer.Option("-w", "--write", help="Rewrite the files in place.")] = False,
     check: Annotated[bool, typer.Option("--check", help="Exit 1 if not canonical.")] = False,
 ) -> None:
@@ -51,7 +51,7 @@ def fmt(
     failed = unformatted = False
     for path in files:
         try:
-            text = read_text(path)
+            text = sys.stdin.read() if str(path) == "-" else read_text(path)
             if is_template(text):
                 print(f"{path}: a template ({{{{ }}}}) is not formatted; `cca render` it first",
                       file=sys.stderr)
@@ -66,7 +66,7 @@ def fmt(
             if pretty != text:
                 print(f"{path}: not formatted", file=sys.stderr)
                 unformatted = True
-        elif write:
+        elif write and str(path) != "-":
             if pretty != text:
                 try:
                     path.write_text(pretty)
@@ -101,7 +101,7 @@ def lint(
                                                      set_from_env=parse_pairs(from_env, "--set-from-env"))
         diagnostics += lint_sources(sources, strict=strict, tenant=tenant)
     except DslError as exc:
-        diagnostics = list(exc.diagnostics)
+        sources, diagnostics = [], list(exc.diagnostics)
     errors = sum(d.severity == "error" for d in diagnostics)
     if output == "json":
         print(json.dumps([d.to_json() for d in diagnostics], indent=2))
@@ -111,6 +111,8 @@ def lint(
         warnings = len(diagnostics) - errors
         if diagnostics:
             print(f"{errors} error{'s' * (errors != 1)}, {warnings} warning{'s' * (warnings != 1)}")
+        else:
+            print(f"ok: {len(sources)} file{'s' * (len(sources) != 1)}, no problems")
     if errors:
         raise typer.Exit(1)
 

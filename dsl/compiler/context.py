@@ -62,6 +62,7 @@ class Unit:
         self.diagnostics: list[Diagnostic] = []
         self._broken = broken_lines
         self._lines: list[str] | None = None  # the source's lines, split once when first needed
+        self._suggested = 0
 
     # ---- diagnostics ---------------------------------------------------------------------------
     def report(self, severity: str, span: Span, code: str, message: str,
@@ -177,10 +178,22 @@ class Unit:
             if self.decls.exists(kind, ref.tenant, ref.name):
                 return ref.full
         ref = candidates[0]
+        hint = self._similar(kind, text)
         if self.decls.known is None:
             self.warn(scalar.span, "undeclared",
-                      f'{kind} "{ref.full}" is not declared in the files given (it may exist in the cluster)')
+                      f'{kind} "{ref.full}" is not declared in the files given (it may exist in the cluster)',
+                      hint)
         else:
             self.error(scalar.span, "undeclared",
-                       f'{kind} "{ref.full}" is declared neither in the files given nor in the cluster')
+                       f'{kind} "{ref.full}" is declared neither in the files given nor in the cluster', hint)
         return ref.full
+
+    def _similar(self, kind: str, text: str) -> str | None:
+        """A did-you-mean among the declared names of `kind`, for the first few misses only
+        (difflib over hundreds of names per miss would dominate the lint of a large file)."""
+        self._suggested += 1
+        if self._suggested > 20:
+            return None
+        names = [name if tenant in (self.tenant, None) else f"{tenant}/{name}"
+                 for (k, tenant, name) in self.decls.table if k == kind]
+        return did_you_mean(text, names)

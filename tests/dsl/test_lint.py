@@ -33,6 +33,19 @@ def test_references_across_files_resolve():
 def test_cli_lint_examples_exit_0():
     result = runner.invoke(app, ["lint", str(EXAMPLES)])
     assert result.exit_code == 0, result.output
+    assert result.output.startswith("ok: ")
+
+
+def test_undeclared_reference_suggests_a_declared_name():
+    sources = [Source("a.cca", "secret database.password\n"
+                      "service a { image x:1  resources { cpu 1 memory 1Gi }  secret databse.password }", None)]
+    (diag,) = lint_sources(sources)
+    assert diag.code == "undeclared" and diag.suggestion == 'did you mean "database.password"?'
+
+
+def test_cli_fmt_reads_stdin():
+    result = runner.invoke(app, ["fmt", "-"], input="service a { image x }")
+    assert result.exit_code == 0 and result.stdout == "service a {\n    image x\n}\n"
 
 
 def test_cli_lint_reports_errors_and_exits_1(tmp_path):
