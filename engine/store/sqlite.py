@@ -68,9 +68,15 @@ class SqliteStore(Store):
         self._owner = OwnerLock(path) if path is not None else None
         try:
             self._conn = connect(path)
+        except StoreError:
+            if self._owner:
+                self._owner.release()
+            raise
+        try:
             # Reads use their own connection on a file, so neither waits for the other's work.
             self._reader = connect_reader(path) if path is not None else self._conn
         except StoreError:
+            self._conn.close()
             if self._owner:
                 self._owner.release()
             raise
