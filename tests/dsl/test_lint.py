@@ -37,8 +37,9 @@ def test_cli_lint_examples_exit_0():
 
 
 def test_undeclared_reference_suggests_a_declared_name():
-    sources = [Source("a.cca", "secret database.password\n"
-                      "service a { image x:1  resources { cpu 1 memory 1Gi }  secret databse.password }", None)]
+    text = ("secret database.password\n"
+            "service a { image x:1  resources { cpu 1 memory 1Gi }  secret databse.password }")
+    sources = [Source("a.cca", text, None)]
     (diag,) = lint_sources(sources)
     assert diag.code == "undeclared" and diag.suggestion == 'did you mean "database.password"?'
 
