@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -33,6 +34,26 @@ def use(name: Annotated[str, typer.Argument(help="Context to make current.")]) -
 
     save_context(load_config().context(name), make_current=True)
     typer.echo(f"current context is {name!r}")
+
+
+@app.command("add")
+@reports_errors
+def add(name: Annotated[str, typer.Argument(help="Name of the new context.")],
+        server: Annotated[str, typer.Option("--server", help="The API server's HOST:PORT.")],
+        ca: Annotated[Path, typer.Option("--ca", exists=True, dir_okay=False, help="The cluster's CA.")],
+        token: Annotated[str | None, typer.Option("--token", help="A bearer token (cca user token).")] = None,
+        cert: Annotated[Path | None, typer.Option("--cert", exists=True, dir_okay=False)] = None,
+        key: Annotated[Path | None, typer.Option("--key", exists=True, dir_okay=False)] = None,
+        use: Annotated[bool, typer.Option("--use/--no-use", help="Make it current.")] = True) -> None:
+    """Add a context for a cluster: a bearer token, or a client certificate and key."""
+    from ccattler.engine.clientconfig import Context, save_context, token_address
+
+    if bool(token) == bool(cert or key) or bool(cert) != bool(key):
+        raise typer.BadParameter("give --token, or --cert with --key")
+    save_context(Context(name=name, server=server, token_server=token_address(server), ca=str(ca.resolve()),
+                         cert=str(cert.resolve()) if cert else None, key=str(key.resolve()) if key else None,
+                         token=token), make_current=use)
+    typer.echo(f"context {name!r} added" + (" and made current" if use else ""))
 
 
 def register(root: typer.Typer) -> None:

@@ -75,7 +75,11 @@ def run_scenario(cluster, tmp_path):
     assert cluster.cca("apply", str(grants)).exit_code == 0
     assert cluster.cca("user", "create", "alice", "--team", "storefront").exit_code == 0
     token = cluster.cca("user", "token", "alice").output.splitlines()[0]
-    alice = {"CCA_TOKEN": token}
+    ca = str(cluster.home / "clusters" / "default" / "ca.crt")
+    added = cluster.cca("context", "add", "alice", "--server", f"127.0.0.1:{cluster.port}", "--ca", ca,
+                        "--token", token, "--no-use")
+    assert added.exit_code == 0, added.output
+    alice = {"CCA_CONTEXT": "alice"}
     _edit(shop, "shop/web:1.4", "shop/web:1.5")
     allowed = cluster.cca("apply", str(shop), env=alice)
     assert allowed.exit_code == 0, allowed.output
