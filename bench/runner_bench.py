@@ -1,11 +1,11 @@
 """Runner benchmark: the Python controllers and the runner at 1,000 nodes × 10,000 instances.
 
-Measures, on a durable SQLite file store: settle from empty and the no-op re-settle; each
+Measures, on a durable SQLite file store (or a local etcd): settle from empty and the no-op re-settle; each
 controller's no-op reconcile; a snapshot from one `range` per prefix against one from the
 watch-fed cache; and live-runner tick latency (scale one service by 50 → its instances and
 addresses committed). Run:
 
-    .venv/bin/python bench/runner_bench.py [--nodes 1000] [--services 1000] [--replicas 10] [--rounds 5]
+    .venv/bin/python bench/runner_bench.py [--store sqlite|etcd] [--nodes 1000] [--services 1000] [--rounds 5]
 
 Figures are medians over `--rounds` where repeated; the machine is shared.
 """
@@ -13,15 +13,30 @@ Figures are medians over `--rounds` where repeated; the machine is shared.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import statistics
 import tempfile
 import time
+from collections.abc import Iterator
 
 from ccattler.engine.controllers.failure import FailureController
 from ccattler.engine.controllers.instance import InstanceController
 from ccattler.engine.controllers.network import NetworkController
 from ccattler.engine.runner import FactCache, Runner, read_snapshot, settle
 from ccattler.engine.store import Store, open_store
+from ccattler.engine.store.etcd_process import EtcdProcess
+
+
+@contextlib.contextmanager
+def opened(kind: str) -> Iterator[Store]:
+    """A durable SQLite file store, or a fresh local etcd (CCattler's raised txn limits)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        if kind == "sqlite":
+            with open_store(f"sqlite://{tmp}/state.db") as store:
+                yield store
+        else:
+            with EtcdProcess() as etcd, open_store(etcd.url) as store:
+                yield store
 
 
 def node_doc(i: int) -> dict:
@@ -89,11 +104,13 @@ def main() -> None:
     parser.add_argument("--services", type=int, default=1000)
     parser.add_argument("--replicas", type=int, default=10)
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--store", choices=["sqlite", "etcd"], default="sqlite")
     args = parser.parse_args()
     total = args.services * args.replicas
-    print(f"{args.nodes} nodes, {args.services} services × {args.replicas} = {total} instances")
+    print(f"{args.nodes} nodes, {args.services} services × {args.replicas} = {total} instances "
+          f"on {args.store}")
 
-    with tempfile.TemporaryDirectory() as tmp, open_store(f"sqlite://{tmp}/state.db") as store:
+    with opened(args.store) as store:
         load(store, args.nodes, args.services, args.replicas)
         instance = InstanceController()
         failure = FailureController()
