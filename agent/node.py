@@ -113,8 +113,6 @@ def cleanup_node(state_dir: Path, kind: str = "runc", bridge: str = "cca0",
                  runc_root: Path | None = None) -> None:
     """Remove every container, namespace, veth, the bridge and the NAT table a node left in
     `state_dir`, without the agent that made them (`cca down` after a crash). Images stay."""
-    from ccattler.agent.images.store import ImageStore
-
     runtime = make_runtime(kind, state_dir, ImageStore(state_dir), runc_root)
     names = [status.name for status in runtime.list()]
     runtime.stop_many(names, timeout=1.0)
