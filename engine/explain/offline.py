@@ -21,6 +21,7 @@ from ccattler.engine.controllers.placement import PlacementController
 from ccattler.engine.explain.reasons import render
 from ccattler.engine.facts import display_name
 from ccattler.engine.runner import read_snapshot, settle
+from ccattler.engine.solve.placement.model import Cluster
 from ccattler.engine.solve.placement.run import PlanOptions
 from ccattler.engine.store.url import open_store
 
@@ -74,12 +75,34 @@ class Unplaced:
 
 
 @dataclass(frozen=True, slots=True)
+class NodeLoad:
+    """What a node ends up with: instances and requested cpu (millicores) / memory (MiB)."""
+
+    node: str
+    zone: str | None
+    instances: int
+    cpu: int
+    cpu_capacity: int
+    memory: int
+    memory_capacity: int
+
+
+def _percent(used: int, capacity: int) -> str:
+    return f"{used * 100 // capacity}%" if capacity else "-"
+
+
+def _mem(mib: int) -> str:
+    return f"{mib / 1024:.1f}Gi" if mib >= 1024 else f"{mib}Mi"
+
+
+@dataclass(frozen=True, slots=True)
 class PlanReport:
     """Where every instance goes; renders itself as a table (`__rich__`) or the JSON contract."""
 
     placements: tuple[Placed, ...]
     unplaced: tuple[Unplaced, ...]
     nodes: int
+    loads: tuple[NodeLoad, ...] = ()
 
     @classmethod
     def from_snapshot(cls, snapshot: Snapshot) -> PlanReport:
@@ -93,9 +116,10 @@ class PlanReport:
                 unplaced.append(Unplaced(instance, service, reasons))
             else:
                 placed.append(Placed(instance, service, doc["node"]))
-        nodes = sum(1 for _ in snapshot.under("observed/node/"))
+        cluster = Cluster.from_snapshot(snapshot)
         order = lambda p: (p.service, p.instance)  # noqa: E731
-        return cls(tuple(sorted(placed, key=order)), tuple(sorted(unplaced, key=order)), nodes)
+        return cls(tuple(sorted(placed, key=order)), tuple(sorted(unplaced, key=order)),
+                   len(cluster.nodes), _loads(cluster))
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -119,7 +143,32 @@ class PlanReport:
             for u in self.unplaced:
                 missing.add_row(u.service, u.instance, "\n".join(u.reasons) or "no node has room")
             parts += [Text(""), missing] if parts else [missing]
+        if self.loads and self.placements:
+            nodes = Table(box=None, header_style="bold", pad_edge=False)
+            for column in ("NODE", "ZONE", "INSTANCES", "CPU", "MEMORY"):
+                nodes.add_column(column)
+            for n in self.loads:
+                nodes.add_row(
+                    n.node, n.zone or "-", str(n.instances),
+                    f"{n.cpu}m/{n.cpu_capacity}m ({_percent(n.cpu, n.cpu_capacity)})",
+                    f"{_mem(n.memory)}/{_mem(n.memory_capacity)} ({_percent(n.memory, n.memory_capacity)})",
+                )
+            parts += [Text(""), nodes]
         summary = (f"{len(self.placements)} placed, {len(self.unplaced)} unplaced "
                    f"on {self.nodes} node{'s' if self.nodes != 1 else ''}")
         parts += [Text(""), Text(summary, style="bold" if not self.unplaced else "bold yellow")]
         return Group(*parts)
+
+
+def _loads(cluster: Cluster) -> tuple[NodeLoad, ...]:
+    counts: dict[str, list[int]] = {name: [0, 0, 0] for name in cluster.nodes}
+    for inst in cluster.instances:
+        if inst.node in counts:
+            totals = counts[inst.node]
+            totals[0] += 1
+            totals[1] += inst.cpu
+            totals[2] += inst.mem
+    return tuple(
+        NodeLoad(name, node.zone, counts[name][0], counts[name][1], node.cpu, counts[name][2], node.mem)
+        for name, node in sorted(cluster.nodes.items())
+    )
