@@ -190,3 +190,56 @@ def test_settled_store_is_a_fixed_point():
         assert first.rounds >= 2
         again = settle(store, controllers, now=0.0)
         assert again.rounds == 1 and again.revision == first.revision
+
+
+NEW_USER = """# a small cluster, a web tier with a sidecar group, a db pinned to a zone
+node node-a { zone eu-1a  capacity { cpu 4  memory 16Gi }  label disk = ssd }
+node node-b { zone eu-1b  capacity { cpu 4  memory 16Gi } }
+node node-c { zone eu-1c  capacity { cpu 2  memory 8Gi }  architecture arm64 }
+
+service shop/web {
+    image nginx:1.25
+    instances 3
+    resources { cpu 500m  memory 512Mi }
+    placement { zone spread  separate "shop/db" }
+}
+
+service shop/proxy {
+    image envoy:1.30
+    instances 3
+    resources { cpu 100m  memory 64Mi }
+}
+
+group shop/frontend {
+    service shop/web
+    service shop/proxy
+}
+
+service shop/db {
+    image postgres:16
+    instances 1
+    resources { cpu 2  memory 4Gi }
+    placement { zone eu-1a  require disk = ssd }
+}
+
+service shop/arm-only {
+    image busybox
+    instances 1
+    resources { cpu 1  memory 1Gi }
+    placement { architecture arm64 }
+}
+"""
+
+
+def test_file_as_a_new_user_writes_it(tmp_path):
+    path = tmp_path / "shop.cca"
+    path.write_text(NEW_USER)
+    out = plan_json(str(path))
+    assert out["unplaced"] == []
+    nodes = {}
+    for p in out["placements"]:
+        nodes.setdefault(p["service"], []).append(p["node"])
+    assert sorted(nodes["shop/web"]) == ["node-a", "node-b", "node-c"]  # zone spread
+    assert sorted(nodes["shop/proxy"]) == sorted(nodes["shop/web"])  # the group: replica i together
+    assert nodes["shop/db"] == ["node-a"] and nodes["shop/arm-only"] == ["node-c"]
+
