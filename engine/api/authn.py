@@ -4,6 +4,7 @@ resulting `Principal` may do."""
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import threading
 
@@ -20,10 +21,11 @@ _CERT_KINDS = {"admin": "admin", "node": "node", "workload": "service", "user": 
 
 
 class CertAuthenticator:
-    """Principals from client certificates (the TLS handshake already verified them against the CA)."""
+    """Principals from client certificates. The TLS handshake verified chain and dates when the
+    connection opened; each call checks the date again, since a channel outlives a 1 h certificate."""
 
     def __init__(self) -> None:
-        self._cache: dict[str, Principal] = {}
+        self._cache: dict[str, tuple[Principal, dt.datetime]] = {}
         self._lock = threading.Lock()
 
     def __call__(self, context: grpc.ServicerContext) -> Principal:
@@ -33,21 +35,28 @@ class CertAuthenticator:
         digest = hashlib.sha256(pems[0]).hexdigest()
         with self._lock:
             cached = self._cache.get(digest)
-        if cached is not None:
-            return cached
+        if cached is None:
+            cached = self._load(pems[0])
+            with self._lock:
+                if len(self._cache) > 10_000:
+                    self._cache.clear()
+                self._cache[digest] = cached
+        principal, expires = cached
+        if expires < dt.datetime.now(dt.UTC):
+            raise Unauthenticated(f"client certificate of {principal.kind} {principal.name} expired at "
+                                  f"{expires:%Y-%m-%d %H:%M} UTC; renew it and reconnect")
+        return principal
+
+    def _load(self, pem: bytes) -> tuple[Principal, dt.datetime]:
         try:
-            identity = identity_of(load_cert(pems[0]))
+            cert = load_cert(pem)
+            identity = identity_of(cert)
         except PkiError as exc:
             raise Unauthenticated(str(exc)) from None
         kind = _CERT_KINDS.get(identity.kind)
         if kind is None:
             raise Unauthenticated(f"client certificate kind {identity.kind!r} may not call the API")
-        principal = Principal(identity.name, kind, None, identity.groups)
-        with self._lock:
-            if len(self._cache) > 10_000:
-                self._cache.clear()
-            self._cache[digest] = principal
-        return principal
+        return Principal(identity.name, kind, None, identity.groups), cert.not_valid_after_utc
 
 
 class TokenAuthenticator:

@@ -149,3 +149,15 @@ def test_audit_log_keeps_the_newest_records(cluster):
         log.record(AuditRecord(f"r{i:02d}", 1000.0 + i, "admin", "Apply", "x", "allowed"))
     kept = [f.value["request_id"] for f in cluster.store.range("audit/")[0]]
     assert kept[-1] == "r11" and "r00" not in kept and len(kept) <= 5 + 3
+
+
+def test_a_certificate_that_expires_on_an_open_channel_stops_working(cluster, tmp_path):
+    import time
+
+    cert, key = _write_identity(tmp_path, cluster.files.load_ca(), "brief", lifetime=dt.timedelta(seconds=2))
+    with cluster.client(cert=cert, key=key) as client:
+        assert client.json("Status")["revision"] >= 0
+        time.sleep(2.5)
+        with pytest.raises(ApiError) as err:
+            client.json("Status")
+    assert err.value.code == grpc.StatusCode.UNAUTHENTICATED and "expired" in str(err.value)
