@@ -1,14 +1,24 @@
-"""`cca token create`: a short-lived, single-use join token for `cca join` (stored hashed)."""
+"""`cca token create|list|revoke`: short-lived, single-use join tokens for `cca join` (stored hashed)."""
 
 from __future__ import annotations
 
+import time
 from typing import Annotated
 
 import typer
 
-from ccattler.cli._common import ContextOpt, ServerOpt, TokenOpt, client, reports_errors, until
+from ccattler.cli._common import (
+    ContextOpt,
+    OutputOpt,
+    ServerOpt,
+    TokenOpt,
+    client,
+    emit,
+    reports_errors,
+    until,
+)
 
-app = typer.Typer(help="Join tokens for nodes.", no_args_is_help=True)
+app = typer.Typer(help="Join tokens for nodes (and revoking user tokens).", no_args_is_help=True)
 
 
 def parse_duration(text: str) -> float:
@@ -37,6 +47,32 @@ def create(ttl: Annotated[str, typer.Option("--ttl", help="Lifetime (e.g. 30m, 2
     typer.echo(made.token)
     typer.echo(f"# expires in {until(made.expires)}; on the node: cca join {address} {made.token} --ca ca.crt"
                f"  (copy {ca})", err=True)
+
+
+@app.command("list")
+@reports_errors
+def list_(output: OutputOpt = "table", context: ContextOpt = None, server: ServerOpt = None,
+          token: TokenOpt = None) -> None:
+    """Join and user tokens (ids and expiry only; tokens are stored hashed)."""
+    from ccattler.engine.api.gen.ccattler.v1 import api_pb2
+
+    with client(context, server, token) as api:
+        items = api.json("TokenList", api_pb2.Empty())["items"]
+    emit(items, [("id", lambda t: t["id"]), ("kind", lambda t: t["kind"]), ("user", lambda t: t["user"]),
+                 ("expires", lambda t: until(t["expires"]) if t["expires"] > time.time() else "expired"),
+                 ("created by", lambda t: t["created_by"])], output)
+
+
+@app.command("revoke")
+@reports_errors
+def revoke(token_id: Annotated[str, typer.Argument(help="Token id (the part after `cca.`).")],
+           context: ContextOpt = None, server: ServerOpt = None, token: TokenOpt = None) -> None:
+    """Revoke a join or user token."""
+    from ccattler.engine.api.gen.ccattler.v1 import api_pb2
+
+    with client(context, server, token) as api:
+        api.json("TokenRevoke", api_pb2.TokenRequest(id=token_id))
+    typer.echo(f"token {token_id} revoked")
 
 
 def register(root: typer.Typer) -> None:

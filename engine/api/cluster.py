@@ -24,7 +24,9 @@ from ccattler.engine.auth import (
     create_user,
     delete_user,
     get_user,
+    list_tokens,
     list_users,
+    revoke_token,
 )
 from ccattler.engine.facts import DEFAULT_TENANT, NAMESPACED_KINDS, parse_service
 from ccattler.engine.secrets import KeyProvider, delete_secret, list_secrets, rotate_secret, set_secret
@@ -35,7 +37,7 @@ _WATCH_ROOTS = {"desired/": None, "derived/": "service.read", "observed/": "serv
                 "audit/": "audit.read", "leader/": "service.read"}
 _STATE_ROOTS = ("desired/", "derived/", "observed/")
 _AUDITED = {"Apply", "Delete", "PolicyApply", "PolicyDelete", "SecretSet", "SecretDelete", "SecretRotate",
-            "TokenCreate", "UserCreate", "UserDelete", "UserToken"}
+            "TokenCreate", "TokenRevoke", "UserCreate", "UserDelete", "UserToken"}
 
 
 def _json(value: Any) -> api_pb2.Json:
@@ -78,6 +80,8 @@ class ClusterService:
             return f"{request.kind} {request.name}"
         if method == "TokenCreate":
             return "join token"
+        if method == "TokenRevoke":
+            return f"token {request.id}"
         noun = next(n for n in ("Policy", "Secret", "User") if method.startswith(n)).lower()
         tenant = getattr(request, "tenant", "")
         return f"{noun} {tenant + '/' if tenant and '/' not in request.name else ''}{request.name}"
@@ -272,6 +276,16 @@ class ClusterService:
         token, record = create_token(self.store, "join", request.ttl_seconds or DEFAULT_JOIN_TTL,
                                      by=_who(call.principal))
         return api_pb2.Token(token=token, id=record.id, expires=record.expires)
+
+    def TokenList(self, request: api_pb2.Empty, call: Call) -> api_pb2.Json:
+        self._allow(call, "cluster.admin")
+        return _json({"items": list_tokens(self.store)})
+
+    def TokenRevoke(self, request: api_pb2.TokenRequest, call: Call) -> api_pb2.Json:
+        self._allow(call, "cluster.admin")
+        if not revoke_token(self.store, request.id):
+            raise NotFound(f"token {request.id} does not exist (expired tokens stay listed until revoked)")
+        return _json({"revoked": request.id})
 
     def UserCreate(self, request: api_pb2.UserRequest, call: Call) -> api_pb2.Json:
         self._allow(call, "cluster.admin")

@@ -9,6 +9,7 @@ from ccattler.engine.auth.tokens import (
     create_token,
     list_tokens,
     redeem_join_token,
+    revoke_token,
 )
 from ccattler.engine.auth.users import User, UserError, create_user, delete_user, get_user, list_users
 
@@ -27,4 +28,5 @@ __all__ = [
     "list_tokens",
     "list_users",
     "redeem_join_token",
+    "revoke_token",
 ]

@@ -88,6 +88,17 @@ def redeem_join_token(store: Store, token: str) -> TokenRecord:
     return record
 
 
+def revoke_token(store: Store, token_id: str) -> bool:
+    """Delete a join or user token by id; False when there is none."""
+    if not re.fullmatch(r"[0-9a-f]{12}", token_id):
+        raise TokenError(f"token id {token_id!r} is malformed (12 hex digits)")
+    key = f"auth/token/{token_id}"
+    if store.get(key) is None:
+        return False
+    store.delete(key)
+    return True
+
+
 def list_tokens(store: Store) -> list[dict[str, Any]]:
     """Token metadata (never hashes)."""
     facts, _ = store.range("auth/token/")

@@ -167,3 +167,17 @@ def test_master_key_rotation_through_the_cli(cli_cluster):
     assert cli_cluster.cca("secret", "master-key", "retire").exit_code == 0
     wide = cli_cluster.cca("secret", "list", "-A", "-o", "wide")
     assert wide.output.count(new_id) == 2 and "alpha" not in wide.output
+
+
+def test_token_list_and_revoke(cli_cluster, tmp_path):
+    token = cli_cluster.cca("token", "create").output.splitlines()[0]
+    token_id = token.split(".")[1]
+    listed = cli_cluster.cca("token", "list")
+    assert listed.exit_code == 0 and token_id in listed.output and token.split(".")[2] not in listed.output
+    assert cli_cluster.cca("token", "revoke", token_id).exit_code == 0
+    ca = str(cli_cluster.home / "clusters" / "default" / "ca.crt")
+    joined = cli_cluster.cca("join", f"127.0.0.1:{cli_cluster.port}", token, "--ca", ca,
+                             env={"CCA_HOME": str(tmp_path / "n")})
+    assert joined.exit_code == 1 and "unknown, revoked or already used" in joined.output
+    bad = cli_cluster.cca("token", "revoke", "../x")
+    assert bad.exit_code == 1 and "malformed" in bad.output

@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x15\x63\x63\x61ttler/v1/api.proto\x12\x0b\x63\x63\x61ttler.v1\"\x07\n\x05\x45mpty\"\x14\n\x04Json\x12\x0c\n\x04json\x18\x01 \x01(\t\"$\n\x06Source\x12\x0c\n\x04path\x18\x01 \x01(\t\x12\x0c\n\x04text\x18\x02 \x01(\t\"2\n\x04\x46ile\x12\x0e\n\x06source\x18\x01 \x01(\t\x12\x0c\n\x04path\x18\x02 \x01(\t\x12\x0c\n\x04text\x18\x03 \x01(\t\"w\n\x0c\x41pplyRequest\x12$\n\x07sources\x18\x01 \x03(\x0b\x32\x13.ccattler.v1.Source\x12\x0e\n\x06tenant\x18\x02 \x01(\t\x12\x0f\n\x07\x64ry_run\x18\x03 \x01(\x08\x12 \n\x05\x66iles\x18\x04 \x03(\x0b\x32\x11.ccattler.v1.File\"\x83\x01\n\rDeleteRequest\x12\x0c\n\x04kind\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x0e\n\x06tenant\x18\x03 \x01(\t\x12$\n\x07sources\x18\x04 \x03(\x0b\x32\x13.ccattler.v1.Source\x12 \n\x05\x66iles\x18\x05 \x03(\x0b\x32\x11.ccattler.v1.File\"\xab\x01\n\nGetRequest\x12\x0c\n\x04kind\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x0e\n\x06tenant\x18\x03 \x01(\t\x12\x13\n\x0b\x61ll_tenants\x18\x04 \x01(\x08\x12/\n\x04tags\x18\x05 \x03(\x0b\x32!.ccattler.v1.GetRequest.TagsEntry\x1a+\n\tTagsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"5\n\x0cWatchRequest\x12\x0e\n\x06prefix\x18\x01 \x01(\t\x12\x15\n\rfrom_revision\x18\x02 \x01(\x03\"H\n\x05\x45vent\x12\x0c\n\x04kind\x18\x01 \x01(\t\x12\x0b\n\x03key\x18\x02 \x01(\t\x12\x12\n\nvalue_json\x18\x03 \x01(\t\x12\x10\n\x08revision\x18\x04 \x01(\x03\"0\n\x0e\x45xplainRequest\x12\x0e\n\x06target\x18\x01 \x01(\t\x12\x0e\n\x06tenant\x18\x02 \x01(\t\"+\n\rPolicyRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0c\n\x04text\x18\x02 \x01(\t\"<\n\rSecretRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0e\n\x06tenant\x18\x02 \x01(\t\x12\r\n\x05value\x18\x03 \x01(\x0c\"#\n\x0cTokenRequest\x12\x13\n\x0bttl_seconds\x18\x01 \x01(\x01\"N\n\x0bUserRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0c\n\x04team\x18\x02 \x01(\t\x12\x0e\n\x06groups\x18\x03 \x03(\t\x12\x13\n\x0bttl_seconds\x18\x04 \x01(\x01\"\x1d\n\x0c\x41uditRequest\x12\r\n\x05limit\x18\x01 \x01(\x05\"3\n\x05Token\x12\r\n\x05token\x18\x01 \x01(\t\x12\n\n\x02id\x18\x02 \x01(\t\x12\x0f\n\x07\x65xpires\x18\x03 \x01(\x01\"7\n\x0bJoinRequest\x12\r\n\x05token\x18\x01 \x01(\t\x12\x0c\n\x04node\x18\x02 \x01(\t\x12\x0b\n\x03\x63sr\x18\x03 \x01(\x0c\"8\n\x0b\x43\x65rtificate\x12\x0c\n\x04\x63\x65rt\x18\x01 \x01(\x0c\x12\n\n\x02\x63\x61\x18\x02 \x01(\x0c\x12\x0f\n\x07\x65xpires\x18\x03 \x01(\x01\"\x19\n\nCsrRequest\x12\x0b\n\x03\x63sr\x18\x01 \x01(\x0c\"4\n\x13WorkloadCertRequest\x12\x10\n\x08instance\x18\x01 \x01(\t\x12\x0b\n\x03\x63sr\x18\x02 \x01(\x0c\"9\n\x0fRegisterRequest\x12\x11\n\tnode_json\x18\x01 \x01(\t\x12\x13\n\x0bttl_seconds\x18\x02 \x01(\x01\"+\n\x05Lease\x12\r\n\x05lease\x18\x01 \x01(\x03\x12\x13\n\x0bttl_seconds\x18\x02 \x01(\x01\"!\n\x10HeartbeatRequest\x12\r\n\x05lease\x18\x01 \x01(\x03\"\"\n\x0eHeartbeatReply\x12\x10\n\x08revision\x18\x01 \x01(\x03\".\n\x0bObservation\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\x12\n\nvalue_json\x18\x02 \x01(\t\"?\n\rReportRequest\x12.\n\x0cobservations\x18\x01 \x03(\x0b\x32\x18.ccattler.v1.Observation\"\"\n\x0eSecretsRequest\x12\x10\n\x08instance\x18\x01 \x01(\t\"9\n\x0bSecretValue\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x0c\x12\r\n\x05mount\x18\x03 \x01(\t\"4\n\x07Secrets\x12)\n\x07secrets\x18\x01 \x03(\x0b\x32\x18.ccattler.v1.SecretValue2\xf1\t\n\x07\x43luster\x12/\n\x06Health\x12\x12.ccattler.v1.Empty\x1a\x11.ccattler.v1.Json\x12/\n\x06Status\x12\x12.ccattler.v1.Empty\x1a\x11.ccattler.v1.Json\x12\x35\n\x05\x41pply\x12\x19.ccattler.v1.ApplyRequest\x1a\x11.ccattler.v1.Json\x12\x34\n\x04\x44iff\x12\x19.ccattler.v1.ApplyRequest\x1a\x11.ccattler.v1.Json\x12\x37\n\x06\x44\x65lete\x12\x1a.ccattler.v1.DeleteRequest\x1a\x11.ccattler.v1.Json\x12\x31\n\x03Get\x12\x17.ccattler.v1.GetRequest\x1a\x11.ccattler.v1.Json\x12\x38\n\x05Watch\x12\x19.ccattler.v1.WatchRequest\x1a\x12.ccattler.v1.Event0\x01\x12\x39\n\x07\x45xplain\x12\x1b.ccattler.v1.ExplainRequest\x1a\x11.ccattler.v1.Json\x12\x34\n\x04Plan\x12\x19.ccattler.v1.ApplyRequest\x1a\x11.ccattler.v1.Json\x12<\n\x0bPolicyApply\x12\x1a.ccattler.v1.PolicyRequest\x1a\x11.ccattler.v1.Json\x12\x33\n\nPolicyList\x12\x12.ccattler.v1.Empty\x1a\x11.ccattler.v1.Json\x12=\n\x0cPolicyDelete\x12\x1a.ccattler.v1.PolicyRequest\x1a\x11.ccattler.v1.Json\x12:\n\tSecretSet\x12\x1a.ccattler.v1.SecretRequest\x1a\x11.ccattler.v1.Json\x12;\n\nSecretList\x12\x1a.ccattler.v1.SecretRequest\x1a\x11.ccattler.v1.Json\x12=\n\x0cSecretDelete\x12\x1a.ccattler.v1.SecretRequest\x1a\x11.ccattler.v1.Json\x12=\n\x0cSecretRotate\x12\x1a.ccattler.v1.SecretRequest\x1a\x11.ccattler.v1.Json\x12<\n\x0bTokenCreate\x12\x19.ccattler.v1.TokenRequest\x1a\x12.ccattler.v1.Token\x12\x39\n\nUserCreate\x12\x18.ccattler.v1.UserRequest\x1a\x11.ccattler.v1.Json\x12\x31\n\x08UserList\x12\x12.ccattler.v1.Empty\x1a\x11.ccattler.v1.Json\x12\x39\n\nUserDelete\x12\x18.ccattler.v1.UserRequest\x1a\x11.ccattler.v1.Json\x12\x39\n\tUserToken\x12\x18.ccattler.v1.UserRequest\x1a\x12.ccattler.v1.Token\x12\x35\n\x05\x41udit\x12\x19.ccattler.v1.AuditRequest\x1a\x11.ccattler.v1.Json2\x99\x04\n\x05\x41gent\x12:\n\x04Join\x12\x18.ccattler.v1.JoinRequest\x1a\x18.ccattler.v1.Certificate\x12>\n\tRenewCert\x12\x17.ccattler.v1.CsrRequest\x1a\x18.ccattler.v1.Certificate\x12J\n\x0cWorkloadCert\x12 .ccattler.v1.WorkloadCertRequest\x1a\x18.ccattler.v1.Certificate\x12@\n\x0cRegisterNode\x12\x1c.ccattler.v1.RegisterRequest\x1a\x12.ccattler.v1.Lease\x12K\n\tHeartbeat\x12\x1d.ccattler.v1.HeartbeatRequest\x1a\x1b.ccattler.v1.HeartbeatReply(\x01\x30\x01\x12=\n\nWatchSlice\x12\x19.ccattler.v1.WatchRequest\x1a\x12.ccattler.v1.Event0\x01\x12\x37\n\x06Report\x12\x1a.ccattler.v1.ReportRequest\x1a\x11.ccattler.v1.Json\x12\x41\n\x0c\x46\x65tchSecrets\x12\x1b.ccattler.v1.SecretsRequest\x1a\x14.ccattler.v1.Secretsb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x15\x63\x63\x61ttler/v1/api.proto\x12\x0b\x63\x63\x61ttler.v1\"\x07\n\x05\x45mpty\"\x14\n\x04Json\x12\x0c\n\x04json\x18\x01 \x01(\t\"$\n\x06Source\x12\x0c\n\x04path\x18\x01 \x01(\t\x12\x0c\n\x04text\x18\x02 \x01(\t\"2\n\x04\x46ile\x12\x0e\n\x06source\x18\x01 \x01(\t\x12\x0c\n\x04path\x18\x02 \x01(\t\x12\x0c\n\x04text\x18\x03 \x01(\t\"w\n\x0c\x41pplyRequest\x12$\n\x07sources\x18\x01 \x03(\x0b\x32\x13.ccattler.v1.Source\x12\x0e\n\x06tenant\x18\x02 \x01(\t\x12\x0f\n\x07\x64ry_run\x18\x03 \x01(\x08\x12 \n\x05\x66iles\x18\x04 \x03(\x0b\x32\x11.ccattler.v1.File\"\x83\x01\n\rDeleteRequest\x12\x0c\n\x04kind\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x0e\n\x06tenant\x18\x03 \x01(\t\x12$\n\x07sources\x18\x04 \x03(\x0b\x32\x13.ccattler.v1.Source\x12 \n\x05\x66iles\x18\x05 \x03(\x0b\x32\x11.ccattler.v1.File\"\xab\x01\n\nGetRequest\x12\x0c\n\x04kind\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x0e\n\x06tenant\x18\x03 \x01(\t\x12\x13\n\x0b\x61ll_tenants\x18\x04 \x01(\x08\x12/\n\x04tags\x18\x05 \x03(\x0b\x32!.ccattler.v1.GetRequest.TagsEntry\x1a+\n\tTagsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"5\n\x0cWatchRequest\x12\x0e\n\x06prefix\x18\x01 \x01(\t\x12\x15\n\rfrom_revision\x18\x02 \x01(\x03\"H\n\x05\x45vent\x12\x0c\n\x04kind\x18\x01 \x01(\t\x12\x0b\n\x03key\x18\x02 \x01(\t\x12\x12\n\nvalue_json\x18\x03 \x01(\t\x12\x10\n\x08revision\x18\x04 \x01(\x03\"0\n\x0e\x45xplainRequest\x12\x0e\n\x06target\x18\x01 \x01(\t\x12\x0e\n\x06tenant\x18\x02 \x01(\t\"+\n\rPolicyRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0c\n\x04text\x18\x02 \x01(\t\"<\n\rSecretRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0e\n\x06tenant\x18\x02 \x01(\t\x12\r\n\x05value\x18\x03 \x01(\x0c\"/\n\x0cTokenRequest\x12\x13\n\x0bttl_seconds\x18\x01 \x01(\x01\x12\n\n\x02id\x18\x02 \x01(\t\"N\n\x0bUserRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0c\n\x04team\x18\x02 \x01(\t\x12\x0e\n\x06groups\x18\x03 \x03(\t\x12\x13\n\x0bttl_seconds\x18\x04 \x01(\x01\"\x1d\n\x0c\x41uditRequest\x12\r\n\x05limit\x18\x01 \x01(\x05\"3\n\x05Token\x12\r\n\x05token\x18\x01 \x01(\t\x12\n\n\x02id\x18\x02 \x01(\t\x12\x0f\n\x07\x65xpires\x18\x03 \x01(\x01\"7\n\x0bJoinRequest\x12\r\n\x05token\x18\x01 \x01(\t\x12\x0c\n\x04node\x18\x02 \x01(\t\x12\x0b\n\x03\x63sr\x18\x03 \x01(\x0c\"8\n\x0b\x43\x65rtificate\x12\x0c\n\x04\x63\x65rt\x18\x01 \x01(\x0c\x12\n\n\x02\x63\x61\x18\x02 \x01(\x0c\x12\x0f\n\x07\x65xpires\x18\x03 \x01(\x01\"\x19\n\nCsrRequest\x12\x0b\n\x03\x63sr\x18\x01 \x01(\x0c\"4\n\x13WorkloadCertRequest\x12\x10\n\x08instance\x18\x01 \x01(\t\x12\x0b\n\x03\x63sr\x18\x02 \x01(\x0c\"9\n\x0fRegisterRequest\x12\x11\n\tnode_json\x18\x01 \x01(\t\x12\x13\n\x0bttl_seconds\x18\x02 \x01(\x01\"+\n\x05Lease\x12\r\n\x05lease\x18\x01 \x01(\x03\x12\x13\n\x0bttl_seconds\x18\x02 \x01(\x01\"!\n\x10HeartbeatRequest\x12\r\n\x05lease\x18\x01 \x01(\x03\"\"\n\x0eHeartbeatReply\x12\x10\n\x08revision\x18\x01 \x01(\x03\".\n\x0bObservation\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\x12\n\nvalue_json\x18\x02 \x01(\t\"?\n\rReportRequest\x12.\n\x0cobservations\x18\x01 \x03(\x0b\x32\x18.ccattler.v1.Observation\"\"\n\x0eSecretsRequest\x12\x10\n\x08instance\x18\x01 \x01(\t\"9\n\x0bSecretValue\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x0c\x12\r\n\x05mount\x18\x03 \x01(\t\"4\n\x07Secrets\x12)\n\x07secrets\x18\x01 \x03(\x0b\x32\x18.ccattler.v1.SecretValue2\xe2\n\n\x07\x43luster\x12/\n\x06Health\x12\x12.ccattler.v1.Empty\x1a\x11.ccattler.v1.Json\x12/\n\x06Status\x12\x12.ccattler.v1.Empty\x1a\x11.ccattler.v1.Json\x12\x35\n\x05\x41pply\x12\x19.ccattler.v1.ApplyRequest\x1a\x11.ccattler.v1.Json\x12\x34\n\x04\x44iff\x12\x19.ccattler.v1.ApplyRequest\x1a\x11.ccattler.v1.Json\x12\x37\n\x06\x44\x65lete\x12\x1a.ccattler.v1.DeleteRequest\x1a\x11.ccattler.v1.Json\x12\x31\n\x03Get\x12\x17.ccattler.v1.GetRequest\x1a\x11.ccattler.v1.Json\x12\x38\n\x05Watch\x12\x19.ccattler.v1.WatchRequest\x1a\x12.ccattler.v1.Event0\x01\x12\x39\n\x07\x45xplain\x12\x1b.ccattler.v1.ExplainRequest\x1a\x11.ccattler.v1.Json\x12\x34\n\x04Plan\x12\x19.ccattler.v1.ApplyRequest\x1a\x11.ccattler.v1.Json\x12<\n\x0bPolicyApply\x12\x1a.ccattler.v1.PolicyRequest\x1a\x11.ccattler.v1.Json\x12\x33\n\nPolicyList\x12\x12.ccattler.v1.Empty\x1a\x11.ccattler.v1.Json\x12=\n\x0cPolicyDelete\x12\x1a.ccattler.v1.PolicyRequest\x1a\x11.ccattler.v1.Json\x12:\n\tSecretSet\x12\x1a.ccattler.v1.SecretRequest\x1a\x11.ccattler.v1.Json\x12;\n\nSecretList\x12\x1a.ccattler.v1.SecretRequest\x1a\x11.ccattler.v1.Json\x12=\n\x0cSecretDelete\x12\x1a.ccattler.v1.SecretRequest\x1a\x11.ccattler.v1.Json\x12=\n\x0cSecretRotate\x12\x1a.ccattler.v1.SecretRequest\x1a\x11.ccattler.v1.Json\x12<\n\x0bTokenCreate\x12\x19.ccattler.v1.TokenRequest\x1a\x12.ccattler.v1.Token\x12\x32\n\tTokenList\x12\x12.ccattler.v1.Empty\x1a\x11.ccattler.v1.Json\x12;\n\x0bTokenRevoke\x12\x19.ccattler.v1.TokenRequest\x1a\x11.ccattler.v1.Json\x12\x39\n\nUserCreate\x12\x18.ccattler.v1.UserRequest\x1a\x11.ccattler.v1.Json\x12\x31\n\x08UserList\x12\x12.ccattler.v1.Empty\x1a\x11.ccattler.v1.Json\x12\x39\n\nUserDelete\x12\x18.ccattler.v1.UserRequest\x1a\x11.ccattler.v1.Json\x12\x39\n\tUserToken\x12\x18.ccattler.v1.UserRequest\x1a\x12.ccattler.v1.Token\x12\x35\n\x05\x41udit\x12\x19.ccattler.v1.AuditRequest\x1a\x11.ccattler.v1.Json2\x99\x04\n\x05\x41gent\x12:\n\x04Join\x12\x18.ccattler.v1.JoinRequest\x1a\x18.ccattler.v1.Certificate\x12>\n\tRenewCert\x12\x17.ccattler.v1.CsrRequest\x1a\x18.ccattler.v1.Certificate\x12J\n\x0cWorkloadCert\x12 .ccattler.v1.WorkloadCertRequest\x1a\x18.ccattler.v1.Certificate\x12@\n\x0cRegisterNode\x12\x1c.ccattler.v1.RegisterRequest\x1a\x12.ccattler.v1.Lease\x12K\n\tHeartbeat\x12\x1d.ccattler.v1.HeartbeatRequest\x1a\x1b.ccattler.v1.HeartbeatReply(\x01\x30\x01\x12=\n\nWatchSlice\x12\x19.ccattler.v1.WatchRequest\x1a\x12.ccattler.v1.Event0\x01\x12\x37\n\x06Report\x12\x1a.ccattler.v1.ReportRequest\x1a\x11.ccattler.v1.Json\x12\x41\n\x0c\x46\x65tchSecrets\x12\x1b.ccattler.v1.SecretsRequest\x1a\x14.ccattler.v1.Secretsb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -60,41 +60,41 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_SECRETREQUEST']._serialized_start=812
   _globals['_SECRETREQUEST']._serialized_end=872
   _globals['_TOKENREQUEST']._serialized_start=874
-  _globals['_TOKENREQUEST']._serialized_end=909
-  _globals['_USERREQUEST']._serialized_start=911
-  _globals['_USERREQUEST']._serialized_end=989
-  _globals['_AUDITREQUEST']._serialized_start=991
-  _globals['_AUDITREQUEST']._serialized_end=1020
-  _globals['_TOKEN']._serialized_start=1022
-  _globals['_TOKEN']._serialized_end=1073
-  _globals['_JOINREQUEST']._serialized_start=1075
-  _globals['_JOINREQUEST']._serialized_end=1130
-  _globals['_CERTIFICATE']._serialized_start=1132
-  _globals['_CERTIFICATE']._serialized_end=1188
-  _globals['_CSRREQUEST']._serialized_start=1190
-  _globals['_CSRREQUEST']._serialized_end=1215
-  _globals['_WORKLOADCERTREQUEST']._serialized_start=1217
-  _globals['_WORKLOADCERTREQUEST']._serialized_end=1269
-  _globals['_REGISTERREQUEST']._serialized_start=1271
-  _globals['_REGISTERREQUEST']._serialized_end=1328
-  _globals['_LEASE']._serialized_start=1330
-  _globals['_LEASE']._serialized_end=1373
-  _globals['_HEARTBEATREQUEST']._serialized_start=1375
-  _globals['_HEARTBEATREQUEST']._serialized_end=1408
-  _globals['_HEARTBEATREPLY']._serialized_start=1410
-  _globals['_HEARTBEATREPLY']._serialized_end=1444
-  _globals['_OBSERVATION']._serialized_start=1446
-  _globals['_OBSERVATION']._serialized_end=1492
-  _globals['_REPORTREQUEST']._serialized_start=1494
-  _globals['_REPORTREQUEST']._serialized_end=1557
-  _globals['_SECRETSREQUEST']._serialized_start=1559
-  _globals['_SECRETSREQUEST']._serialized_end=1593
-  _globals['_SECRETVALUE']._serialized_start=1595
-  _globals['_SECRETVALUE']._serialized_end=1652
-  _globals['_SECRETS']._serialized_start=1654
-  _globals['_SECRETS']._serialized_end=1706
-  _globals['_CLUSTER']._serialized_start=1709
-  _globals['_CLUSTER']._serialized_end=2974
-  _globals['_AGENT']._serialized_start=2977
-  _globals['_AGENT']._serialized_end=3514
+  _globals['_TOKENREQUEST']._serialized_end=921
+  _globals['_USERREQUEST']._serialized_start=923
+  _globals['_USERREQUEST']._serialized_end=1001
+  _globals['_AUDITREQUEST']._serialized_start=1003
+  _globals['_AUDITREQUEST']._serialized_end=1032
+  _globals['_TOKEN']._serialized_start=1034
+  _globals['_TOKEN']._serialized_end=1085
+  _globals['_JOINREQUEST']._serialized_start=1087
+  _globals['_JOINREQUEST']._serialized_end=1142
+  _globals['_CERTIFICATE']._serialized_start=1144
+  _globals['_CERTIFICATE']._serialized_end=1200
+  _globals['_CSRREQUEST']._serialized_start=1202
+  _globals['_CSRREQUEST']._serialized_end=1227
+  _globals['_WORKLOADCERTREQUEST']._serialized_start=1229
+  _globals['_WORKLOADCERTREQUEST']._serialized_end=1281
+  _globals['_REGISTERREQUEST']._serialized_start=1283
+  _globals['_REGISTERREQUEST']._serialized_end=1340
+  _globals['_LEASE']._serialized_start=1342
+  _globals['_LEASE']._serialized_end=1385
+  _globals['_HEARTBEATREQUEST']._serialized_start=1387
+  _globals['_HEARTBEATREQUEST']._serialized_end=1420
+  _globals['_HEARTBEATREPLY']._serialized_start=1422
+  _globals['_HEARTBEATREPLY']._serialized_end=1456
+  _globals['_OBSERVATION']._serialized_start=1458
+  _globals['_OBSERVATION']._serialized_end=1504
+  _globals['_REPORTREQUEST']._serialized_start=1506
+  _globals['_REPORTREQUEST']._serialized_end=1569
+  _globals['_SECRETSREQUEST']._serialized_start=1571
+  _globals['_SECRETSREQUEST']._serialized_end=1605
+  _globals['_SECRETVALUE']._serialized_start=1607
+  _globals['_SECRETVALUE']._serialized_end=1664
+  _globals['_SECRETS']._serialized_start=1666
+  _globals['_SECRETS']._serialized_end=1718
+  _globals['_CLUSTER']._serialized_start=1721
+  _globals['_CLUSTER']._serialized_end=3099
+  _globals['_AGENT']._serialized_start=3102
+  _globals['_AGENT']._serialized_end=3639
 # @@protoc_insertion_point(module_scope)

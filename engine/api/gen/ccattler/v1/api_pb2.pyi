@@ -128,10 +128,12 @@ class SecretRequest(_message.Message):
     def __init__(self, name: _Optional[str] = ..., tenant: _Optional[str] = ..., value: _Optional[bytes] = ...) -> None: ...
 
 class TokenRequest(_message.Message):
-    __slots__ = ("ttl_seconds",)
+    __slots__ = ("ttl_seconds", "id")
     TTL_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    ID_FIELD_NUMBER: _ClassVar[int]
     ttl_seconds: float
-    def __init__(self, ttl_seconds: _Optional[float] = ...) -> None: ...
+    id: str
+    def __init__(self, ttl_seconds: _Optional[float] = ..., id: _Optional[str] = ...) -> None: ...
 
 class UserRequest(_message.Message):
     __slots__ = ("name", "team", "groups", "ttl_seconds")

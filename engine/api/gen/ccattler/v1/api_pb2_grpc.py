@@ -119,6 +119,16 @@ class ClusterStub:
                 request_serializer=ccattler_dot_v1_dot_api__pb2.TokenRequest.SerializeToString,
                 response_deserializer=ccattler_dot_v1_dot_api__pb2.Token.FromString,
                 _registered_method=True)
+        self.TokenList = channel.unary_unary(
+                '/ccattler.v1.Cluster/TokenList',
+                request_serializer=ccattler_dot_v1_dot_api__pb2.Empty.SerializeToString,
+                response_deserializer=ccattler_dot_v1_dot_api__pb2.Json.FromString,
+                _registered_method=True)
+        self.TokenRevoke = channel.unary_unary(
+                '/ccattler.v1.Cluster/TokenRevoke',
+                request_serializer=ccattler_dot_v1_dot_api__pb2.TokenRequest.SerializeToString,
+                response_deserializer=ccattler_dot_v1_dot_api__pb2.Json.FromString,
+                _registered_method=True)
         self.UserCreate = channel.unary_unary(
                 '/ccattler.v1.Cluster/UserCreate',
                 request_serializer=ccattler_dot_v1_dot_api__pb2.UserRequest.SerializeToString,
@@ -251,6 +261,18 @@ class ClusterServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def TokenList(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def TokenRevoke(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def UserCreate(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -368,6 +390,16 @@ def add_ClusterServicer_to_server(servicer, server):
                     servicer.TokenCreate,
                     request_deserializer=ccattler_dot_v1_dot_api__pb2.TokenRequest.FromString,
                     response_serializer=ccattler_dot_v1_dot_api__pb2.Token.SerializeToString,
+            ),
+            'TokenList': grpc.unary_unary_rpc_method_handler(
+                    servicer.TokenList,
+                    request_deserializer=ccattler_dot_v1_dot_api__pb2.Empty.FromString,
+                    response_serializer=ccattler_dot_v1_dot_api__pb2.Json.SerializeToString,
+            ),
+            'TokenRevoke': grpc.unary_unary_rpc_method_handler(
+                    servicer.TokenRevoke,
+                    request_deserializer=ccattler_dot_v1_dot_api__pb2.TokenRequest.FromString,
+                    response_serializer=ccattler_dot_v1_dot_api__pb2.Json.SerializeToString,
             ),
             'UserCreate': grpc.unary_unary_rpc_method_handler(
                     servicer.UserCreate,
@@ -854,6 +886,60 @@ class Cluster:
             '/ccattler.v1.Cluster/TokenCreate',
             ccattler_dot_v1_dot_api__pb2.TokenRequest.SerializeToString,
             ccattler_dot_v1_dot_api__pb2.Token.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def TokenList(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ccattler.v1.Cluster/TokenList',
+            ccattler_dot_v1_dot_api__pb2.Empty.SerializeToString,
+            ccattler_dot_v1_dot_api__pb2.Json.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def TokenRevoke(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ccattler.v1.Cluster/TokenRevoke',
+            ccattler_dot_v1_dot_api__pb2.TokenRequest.SerializeToString,
+            ccattler_dot_v1_dot_api__pb2.Json.FromString,
             options,
             channel_credentials,
             insecure,
