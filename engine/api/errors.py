@@ -46,6 +46,7 @@ _CODES: list[tuple[str, grpc.StatusCode]] = [
     ("NotFound", grpc.StatusCode.NOT_FOUND),
     ("UnknownTarget", grpc.StatusCode.NOT_FOUND),
     ("Conflict", grpc.StatusCode.ABORTED),
+    ("SecretConflict", grpc.StatusCode.ABORTED),
     ("RateLimited", grpc.StatusCode.RESOURCE_EXHAUSTED),
     ("TxnTooLarge", grpc.StatusCode.RESOURCE_EXHAUSTED),
     ("StoreUnavailable", grpc.StatusCode.UNAVAILABLE),

@@ -14,6 +14,12 @@ from ccattler.engine.secrets.envelope import KeyProvider, SecretError, seal, uns
 from ccattler.engine.store import Compare, Store
 
 
+class SecretConflict(SecretError):
+    """The secret changed while it was being written; nothing was written, retrying may succeed."""
+
+    retriable = True
+
+
 def secret_key(ref: str, tenant: str) -> tuple[str, str]:
     """(store key, "tenant/name") for a secret named `name` or `tenant/name` (names are checked)."""
     parsed = parse_service(ref, tenant)
@@ -41,7 +47,7 @@ def set_secret(store: Store, provider: KeyProvider, ref: str, tenant: str, value
     document = seal(provider, full, value, version) | {"updated": time.time()}
     ok, _ = store.txn([Compare(key, current.mod_revision if current else 0)], [(key, document)])
     if not ok:
-        raise SecretError(f"secret {full} changed while it was being set; try again")
+        raise SecretConflict(f"secret {full} changed while it was being set; try again")
     return SecretInfo(full, version, document["updated"], document["key_id"])
 
 
