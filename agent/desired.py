@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
 
+from ccattler.agent.probes import Probe, probes_of
 from ccattler.agent.runtime.base import ConfigFile, ContainerSpec
 from ccattler.engine.facts import parse_service
 
@@ -33,6 +34,7 @@ class InstanceSpec:
     cpu: int = 0
     memory: int = 0
     ip: str | None = None
+    probes: tuple[Probe, ...] = ()  # not part of the hash: changing a probe does not restart
     #: A hash of everything that shapes the container: a change means replace it (set on creation).
     spec_hash: str = field(init=False, default="", compare=False)
 
@@ -54,6 +56,13 @@ class InstanceSpec:
         return ContainerSpec(name=self.key, image=self.image, command=self.command, env=self.env,
                              files=self.files, cpu_millis=self.cpu, memory_bytes=self.memory,
                              netns=netns, ip=self.ip, spec_hash=self.spec_hash)
+
+
+def _probes(service: Mapping[str, Any]) -> tuple[Probe, ...]:
+    """The service's probes; a network probe without a port gets the first exposed port."""
+    expose = service.get("expose") or []
+    first = expose[0].get("port") if expose else None
+    return tuple(p if p.port or p.type == "exec" else replace(p, port=first) for p in probes_of(service))
 
 
 def node_subnet(facts: Mapping[str, Any], node: str) -> str | None:
@@ -90,6 +99,7 @@ def desired_instances(facts: Mapping[str, Any], node: str) -> dict[str, Instance
             image=derived.get("image") or svc["image"], command=svc.get("command"),
             env=MappingProxyType({str(k): str(v) for k, v in env.items()}), files=files,
             cpu=int(resources.get("cpu") or 0), memory=int(resources.get("memory") or 0),
-            ip=ip_doc.get("ip") if isinstance(ip_doc, dict) and ip_doc.get("node", node) == node else None)
+            ip=ip_doc.get("ip") if isinstance(ip_doc, dict) and ip_doc.get("node", node) == node else None,
+            probes=_probes(svc))
         wanted[spec.key] = spec
     return wanted

@@ -2,10 +2,12 @@
 this node, and says what it observes.
 
 Each `reconcile(desired)` starts what is missing, replaces what changed, stops and removes what is
-no longer placed (orphans included, running or stopped), restarts what exited with exponential
-backoff (the observed `reason` says why and when it retries), and garbage-collects leftovers on
-the first call and every `gc_interval` seconds. It returns the complete set of `observed/instance`
-documents for this node. Knobs: `Backoff`, `stop_timeout`, `workers` (parallel starts/stops).
+no longer placed (orphans included, running or stopped), restarts what exited or failed its
+startup/liveness probe with exponential backoff (the observed `reason` says why and when it
+retries), reports readiness and health from the probes (`probes.Prober`), and garbage-collects
+leftovers on the first call and every `gc_interval` seconds. It returns the complete set of
+`observed/instance` documents for this node. Knobs: `Backoff`, `stop_timeout`, `workers`
+(parallel starts/stops).
 """
 
 from __future__ import annotations
@@ -20,7 +22,8 @@ from typing import Any
 
 from ccattler.agent.desired import InstanceSpec
 from ccattler.agent.net.node import NodeNetwork
-from ccattler.agent.runtime.base import ContainerStatus, Runtime
+from ccattler.agent.probes import Prober, Verdict, check
+from ccattler.agent.runtime.base import Runtime
 from ccattler.engine.facts import CcaError
 
 log = logging.getLogger(__name__)
@@ -47,6 +50,7 @@ class _Record:
     retry_at: float = 0.0
     reason: str | None = None
     running_since: float | None = None
+    verdict: Verdict | None = None
 
 
 class Reconciler:
@@ -70,6 +74,10 @@ class Reconciler:
         self._pool = ThreadPoolExecutor(workers, thread_name_prefix="cca-reconcile") if workers > 1 else None
         self._lock = threading.Lock()
         self._next_gc = 0.0
+        if runtime.kind == "sim":  # simulated containers pass their probes, inline
+            self.prober = Prober(lambda probe, name, ip: (True, "simulated"), clock, workers=0)
+        else:
+            self.prober = Prober(lambda probe, name, ip: check(runtime, probe, name, ip), clock)
 
     # -- the loop body -------------------------------------------------------------------------
     def reconcile(self, desired: Mapping[str, InstanceSpec]) -> dict[str, dict[str, Any]]:
@@ -89,13 +97,15 @@ class Reconciler:
                     if now >= record.retry_at:
                         starts.append((spec, status is not None))
                 elif status.state == "exited":
-                    self._crashed(name, status, record, now)
+                    self._crashed(name, status.reason or "exited", record, now)
                 elif status.state == "running":
                     self._running(record, now)
+                    self._probe(spec, record, now)
             self._remove(removals)
             self._each(lambda job: self._start(*job), starts)
             for name in set(self._records) - set(desired):
                 del self._records[name]
+                self.prober.forget(name)
             if now >= self._next_gc:
                 self.gc(desired)
                 self._next_gc = now + self.gc_interval
@@ -125,6 +135,7 @@ class Reconciler:
     def close(self) -> None:
         if self._pool is not None:
             self._pool.shutdown(wait=True)
+        self.prober.close()
 
     def _each(self, action: Callable[[Any], None], items: list[Any]) -> None:
         """Run `action` on every item: in parallel on the pool when there is one and it pays."""
@@ -135,19 +146,28 @@ class Reconciler:
             list(self._pool.map(action, items))
 
     # -- actions -------------------------------------------------------------------------------
-    def _crashed(self, name: str, status: ContainerStatus, record: _Record, now: float) -> None:
+    def _crashed(self, name: str, reason: str, record: _Record, now: float) -> None:
         try:
             self.runtime.remove(name)  # keep its network: the restart gets the same address
         except (CcaError, OSError) as exc:  # the next call sees it again and counts it then
             log.warning("removing crashed %s: %s", name, exc)
             return
+        self.prober.forget(name)
         record.restarts += 1
         record.failures += 1
-        record.running_since = None
+        record.running_since, record.verdict = None, None
         delay = self.backoff.delay(record.failures)
         record.retry_at = now + delay
-        record.reason = status.reason or "exited"
+        record.reason = reason
         log.info("%s %s; restarting in %.0fs", name, record.reason, delay)
+
+    def _probe(self, spec: InstanceSpec, record: _Record, now: float) -> None:
+        """Read the probes; a failed startup or liveness probe restarts the container like a crash."""
+        assert record.running_since is not None
+        ip = spec.ip if self.runtime.isolated_network else None
+        record.verdict = self.prober.observe(spec.key, ip, spec.probes, record.running_since)
+        if not record.verdict.live:
+            self._crashed(spec.key, record.verdict.reason or "probe failed", record, now)
 
     def _running(self, record: _Record, now: float) -> None:
         if record.running_since is None:
@@ -208,6 +228,7 @@ class Reconciler:
             record = self._records[name]
             status = statuses.get(name)
             reason = record.reason
+            verdict = record.verdict or Verdict()
             if status is not None and status.state == "running" and status.spec_hash == spec.spec_hash:
                 state, reason = "running", None
             elif status is not None and status.state in ("created", "starting"):
@@ -220,7 +241,8 @@ class Reconciler:
             observed[spec.observed_key] = {
                 "node": self.node, "state": state,
                 "ip": spec.ip if self.runtime.isolated_network else None,
-                "restarts": record.restarts, "reason": reason, "health": None,
-                "ready": state == "running",
+                "restarts": record.restarts, "reason": reason,
+                "health": verdict.health if state == "running" else None,
+                "ready": state == "running" and verdict.ready,
             }
         return observed

@@ -126,6 +126,9 @@ def test_desired_instances_reads_the_slice() -> None:
                                             "revision": 3, "score": 0},
         "desired/service/default/web": {
             "image": "busybox", "command": "httpd -f", "resources": {"cpu": 100, "memory": 1024},
+            "expose": [{"port": 8080, "protocol": "tcp", "external": False}],
+            "probes": {"liveness": {"type": "http", "path": "/", "port": None, "every": 5000},
+                       "startup": None, "readiness": None},
             "env": {"A": "1"}, "config": {"env": {"B": "2"},
                                           "files": [{"path": "/etc/x", "content": "y", "from": None}]}},
         "derived/instance/default/web/web-a": {"image": "busybox:2",
@@ -137,3 +140,4 @@ def test_desired_instances_reads_the_slice() -> None:
                                                                       "10.1.0.7")
     assert dict(spec.env) == {"A": "1", "B": "2"}
     assert spec.files[0].path == "/etc/x"
+    assert [(p.kind, p.port, p.every) for p in spec.probes] == [("liveness", 8080, 5.0)]

@@ -11,6 +11,7 @@ import pytest
 
 from ccattler.agent.net import nat
 from ccattler.agent.net.node import NetworkError
+from ccattler.agent.probes import Probe
 from ccattler.agent.runtime.base import container_id
 
 pytestmark = pytest.mark.e2e
@@ -168,3 +169,17 @@ def test_network_setup_and_attach_are_idempotent(node) -> None:
     assert moved.ip == node.ip(3) and list(node.network.attachments()) == ["default/web-a"]
     with pytest.raises(NetworkError, match="not a host address of subnet"):
         node.network.attach("default/web-b", node.network.gateway)
+
+
+def test_probes_report_health_and_readiness_and_restart_on_liveness(node) -> None:
+    good = (Probe("liveness", "http", port=8080, path="/", every=0.2),
+            Probe("readiness", "tcp", port=8080, every=0.2))
+    web = dataclasses.replace(node.spec("web-a", 2), probes=good)
+    bad = dataclasses.replace(node.spec("web-b", 3), probes=(
+        Probe("liveness", "http", port=8080, path="/missing", every=0.2, failure_threshold=2),))
+    desired = {web.key: web, bad.key: bad}
+    a, b = "observed/instance/default/web-a", "observed/instance/default/web-b"
+    observed = node.converge(desired, lambda o: o[a]["ready"] and o[a]["health"] == "healthy"
+                             and o[b]["restarts"] >= 1)
+    assert observed[b]["reason"].startswith("liveness probe failed 2 times: HTTP 404"), observed[b]
+    assert observed[a]["restarts"] == 0
