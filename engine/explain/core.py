@@ -67,7 +67,20 @@ def blocking_facts(
             core = trial
         else:
             index += 1
+    if not core:  # unsatisfiable whatever is deleted: only node capacities (fixed) are left
+        return (_too_big(cluster, members, unit),)
     return tuple(_describe([by_literal[lit] for lit in core]))
+
+
+def _too_big(cluster: Cluster, members: Mapping[str, list[str]], unit: str) -> str:
+    services = [cluster.services[name] for name in members.get(unit, ()) if name in cluster.services]
+    cpu, mem = sum(s.cpu for s in services), sum(s.mem for s in services)
+    if not cluster.nodes:
+        return "the cluster has no nodes"
+    most_cpu = max(n.cpu for n in cluster.nodes.values())
+    most_mem = max(n.mem for n in cluster.nodes.values())
+    return (f"no node is big enough for one replica: it needs {cpu}m cpu and {mem}Mi memory; "
+            f"the largest node has {most_cpu}m cpu, the most memory is {most_mem}Mi")
 
 
 def _describe(blockers: list[Symbol]) -> list[str]:

@@ -61,8 +61,8 @@ class Explanation:
             "service": self.service,
             "chosen": [{"node": c.node, "replicas": c.replicas, "score": c.total,
                         "terms": [{"criterion": k, "cost": v} for k, v in c.terms]} for c in self.chosen],
-            "filtered": [{"reason": describe(r["code"], r["args"]), "code": r["code"], "args": r["args"],
-                          "nodes": r["nodes"]} for r in self.filtered],
+            "filtered": [{"reason": describe(r["code"], r["args"], r["nodes"]), "code": r["code"],
+                          "args": r["args"], "nodes": r["nodes"]} for r in self.filtered],
             "unplaced": self.unplaced,
             "blocked_by": list(self.blockers),
         }

@@ -62,22 +62,38 @@ def _plain(value: object) -> object:
     return value if isinstance(value, int | str) else str(value)
 
 
-def describe(code: str, args: Sequence[object]) -> str:
-    """One reason in English."""
+def describe(code: str, args: Sequence[object], nodes: int = 1) -> str:
+    """One reason in English (`nodes` > 1: a capacity reason's free figure is the largest)."""
     formatter = _FORMATTERS.get(code)
     if formatter is None:
         shown = ", ".join(str(a) for a in args)
         return f"{code}({shown})" if shown else code
-    return formatter(args)
+    text = formatter(args)
+    return text.replace(", free ", ", most free ") if code in _CAPACITY and nodes > 1 else text
+
+
+#: Capacity reasons are grouped by what was needed; their "free" argument becomes the most free.
+_CAPACITY = frozenset({"insufficient_cpu", "insufficient_memory"})
 
 
 def summarize(rejects: Iterable[Reject]) -> list[dict[str, Any]]:
-    """Per-node reasons grouped by (code, args) with node counts, most nodes first."""
+    """Per-node reasons grouped by (code, args) with node counts, most nodes first; capacity
+    reasons are grouped by (code, need) and report the most free capacity among their nodes."""
     counts: Counter[tuple[str, tuple[object, ...]]] = Counter()
+    most_free: dict[tuple[str, object], int] = {}
     for reject in rejects:
-        counts[str(reject.code), tuple(_plain(a) for a in reject.arguments)] += 1
-    ordered = sorted(counts.items(), key=lambda item: (-item[1], item[0][0], str(item[0][1])))
-    return [{"code": code, "args": list(args), "nodes": n} for (code, args), n in ordered]
+        code, args = str(reject.code), tuple(_plain(a) for a in reject.arguments)
+        if code in _CAPACITY and len(args) == 2 and isinstance(args[1], int):
+            key = (code, args[0])
+            most_free[key] = max(most_free.get(key, args[1]), args[1])
+            args = (args[0],)
+        counts[code, args] += 1
+    records = []
+    for (code, args), n in counts.items():
+        if code in _CAPACITY and len(args) == 1 and (code, args[0]) in most_free:
+            args = (args[0], most_free[code, args[0]])
+        records.append({"code": code, "args": list(args), "nodes": n})
+    return sorted(records, key=lambda r: (-r["nodes"], r["code"], str(r["args"])))
 
 
 def render(record: Mapping[str, Any]) -> str:
@@ -86,4 +102,4 @@ def render(record: Mapping[str, Any]) -> str:
     noun = "node" if nodes == 1 else "nodes"
     if record.get("code") == "no_nodes":
         return describe("no_nodes", ())
-    return f"{nodes} {noun}: {describe(str(record.get('code')), list(record.get('args') or ()))}"
+    return f"{nodes} {noun}: {describe(str(record.get('code')), list(record.get('args') or ()), nodes)}"

@@ -243,3 +243,11 @@ def test_file_as_a_new_user_writes_it(tmp_path):
     assert sorted(nodes["shop/proxy"]) == sorted(nodes["shop/web"])  # the group: replica i together
     assert nodes["shop/db"] == ["node-a"] and nodes["shop/arm-only"] == ["node-c"]
 
+
+def test_explain_service_too_big_for_any_node(tmp_path):
+    snapshot = snapshot_of(UNPLACEABLE.replace("cpu 3  memory 2Gi", "cpu 8  memory 2Gi"), tmp_path)
+    big = explain(snapshot, "big")
+    assert big.unplaced == 3
+    assert big.blockers == ("no node is big enough for one replica: it needs 8000m cpu and 2048Mi memory; "
+                            "the largest node has 4000m cpu, the most memory is 8192Mi",)
+
