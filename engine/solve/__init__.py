@@ -17,7 +17,10 @@ Usage (any program, any facts, any output predicates)::
   program text is never built from data.
 - Determinism: one thread, fixed seed, a budget in conflicts (`SolveOptions.conflicts`) and a
   wall-clock cap only as a safety net (`SolveOptions.wall_seconds`). `Result.exhausted` says
-  whether the model is proven optimal; it never has to be.
+  whether the model is proven optimal; it never has to be. `SolveOptions.core_guided_conflicts`
+  first tries core-guided optimisation (fast proofs on small problems), then branch-and-bound.
+  Program heuristics (`#heuristic`) need `SolveOptions(extra=("--heuristic=Domain",))`.
+- Parsed statements can be loaded too (`Source(label, statements=…)`, e.g. instrumented ones).
 - `Session.facts(name, arity)` reads atoms grounding already decided (stratified parts need no
   solve); `Session.add_assumable(atoms)` + `solve(assumptions=…)` give unsat cores (`Result.core`).
 - Errors: syntax errors in any source raise `LogicSyntaxError`, unsafe variables and other
