@@ -115,3 +115,23 @@ def test_unsat_core_over_assumable_facts():
     assert result.satisfiable is False
     assert set(result.core) <= set(literals.values())
     assert {literals[atom("a")], literals[atom("b")]} <= set(result.core)
+
+
+def test_core_guided_first_proves_small_problems_optimal():
+    options = SolveOptions(conflicts=10, core_guided_conflicts=5_000)
+    result = solve(program_from_text("bag", KNAPSACK), items(3, 4, 5, 6, 7), options=options)
+    assert result.satisfiable is True and result.exhausted is True
+    assert result.cost == (15,)  # 25 in all, 10 fit: 3 + 7 or 4 + 6
+    assert sorted(t.item for t in decode(result.symbols, Take)) in (["i0", "i4"], ["i1", "i3"])
+
+
+def test_parsed_statements_are_a_source():
+    import clingo.ast
+
+    from ccattler.engine.solve import Program, Source
+
+    statements: list = []
+    clingo.ast.parse_string("p(1). q(X) :- p(X).", statements.append)
+    session = Session(Program("p", (Source("<parsed>", statements=tuple(statements)),)))
+    session.ground()
+    assert [str(s) for s in session.facts("q", 1)] == ["q(1)"]
