@@ -184,7 +184,11 @@ def _cache_file(grammar: str) -> str | bool:
     if base.stat().st_uid != os.getuid() or not os.access(base, os.W_OK):
         return False
     digest = hashlib.sha256(f"{lark.__version__}\n{grammar}".encode()).hexdigest()[:16]
-    return str(base / f"cca-grammar-{digest}.lark")
+    path = base / f"cca-grammar-{digest}.lark"
+    if not path.exists():  # a new grammar or lark: drop the tables of the old ones
+        for old in base.glob("cca-grammar-*.lark"):
+            old.unlink(missing_ok=True)
+    return str(path)
 
 
 @cache
