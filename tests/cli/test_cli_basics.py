@@ -115,7 +115,6 @@ def test_the_server_runs_the_controllers(cli_cluster_with_runner, tmp_path):
 
 def test_apply_wait_shows_instances_converging(cli_cluster_with_runner, tmp_path):
     """A node agent (here: AgentClient driven by the test) reports the instances ready."""
-    import json
     import threading
     import time
 
@@ -130,11 +129,12 @@ def test_apply_wait_shows_instances_converging(cli_cluster_with_runner, tmp_path
     assert cluster.cca("join", f"127.0.0.1:{cluster.port}", token, "--ca", ca, "--node", "n1",
                        env=node_env).exit_code == 0
 
-    def agent() -> None:
-        with Client(load_config(tmp_path / "node").context()) as client:
+    def agent() -> None:  # API clients only: CliRunner is not safe to use from two threads
+        with Client(load_config(tmp_path / "node").context()) as client, \
+                Client(load_config(cluster.home).context()) as admin:
             deadline = time.time() + 30
             while time.time() < deadline:
-                rows = json.loads(cluster.cca("get", "instances", "-o", "json").output or "[]")
+                rows = admin.get("instances")["items"]
                 if len(rows) == 2:
                     AgentClient(client).report({f"observed/instance/default/{r['name']}":
                                                 {"node": "n1", "state": "running", "ready": True}
