@@ -68,8 +68,9 @@ class _Printer:
         text = self.file.text
         while self.next_comment < len(self.comments):
             comment = self.comments[self.next_comment]
-            between = text[offset : comment.span.start]
-            if comment.own_line or "\n" in between or between.strip(" \t;"):
+            if comment.own_line or text.find("\n", offset, comment.span.start) != -1:
+                return
+            if text[offset : comment.span.start].strip(" \t;"):  # something else stands between
                 return
             self.out[-1] += "  " + comment.text
             self.next_comment += 1
