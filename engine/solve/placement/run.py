@@ -2,7 +2,8 @@
 
 `plan(cluster)` returns where every unplaced instance goes (instance keys → node) and, for what
 fits nowhere, the per-node `reject` reasons. Pending units are solved in chunks of about
-`PlanOptions.chunk_replicas` replicas, one after another (each sees the previous placements).
+`PlanOptions.chunk_replicas` replicas, one after another (each sees the previous placements),
+units with hard node constraints and large replicas first.
 Each round is one Session: ground `base`, read the allowed node classes, add candidates, ground
 `place`, solve within the budget; another round runs (up to `max_rounds`) while a round places
 something and replicas are left.
@@ -153,11 +154,19 @@ def _initial_state(slots: Mapping[str, list[Slot]]) -> _State:
     return _State(placed, used, remaining)
 
 
-def _chunks(remaining: Mapping[str, int], size: int) -> list[list[str]]:
-    """Pending units in name order, cut into chunks of about `size` replicas (a unit is never split)."""
+def _hardest_first(cluster: Cluster, members: Mapping[str, list[str]], needs, unit: str) -> tuple:
+    """Units with hard node constraints first, then larger replicas (first-fit decreasing), then
+    by name: later chunks find what earlier ones left, so the pickiest go while there is choice."""
+    services = [cluster.services[name] for name in members[unit]]
+    picky = any(s.require or s.zone or s.arch or s.accept for s in services)
+    return (not picky, -(needs[unit].cpu + needs[unit].mem), unit)
+
+
+def _chunks(order: list[str], remaining: Mapping[str, int], size: int) -> list[list[str]]:
+    """Pending units in `order`, cut into chunks of about `size` replicas (a unit is never split)."""
     chunks: list[list[str]] = [[]]
     total = 0
-    for unit in sorted(remaining):
+    for unit in order:
         if chunks[-1] and total + remaining[unit] > size:
             chunks.append([])
             total = 0
@@ -176,7 +185,8 @@ def plan(cluster: Cluster, options: PlanOptions | None = None) -> Plan:
     classes = node_classes(cluster.nodes.values())
     needs = unit_needs(cluster, members)
     nodes = node_facts(cluster.nodes, classes)
-    for chunk in _chunks(state.remaining, options.chunk_replicas):
+    order = sorted(state.remaining, key=lambda u: _hardest_first(cluster, members, needs, u))
+    for chunk in _chunks(order, state.remaining, options.chunk_replicas):
         for _ in range(options.max_rounds):
             todo = {u: state.remaining[u] for u in chunk if state.remaining.get(u, 0) > 0}
             if not todo or not _round(cluster, members, program, classes, nodes, needs, todo, state, options):
