@@ -12,7 +12,7 @@ from typing import Any
 from ccattler.dsl.errors import ERROR, Diagnostic, DslError, line_of
 from ccattler.dsl.parser import decode_string
 
-_LINE = re.compile(r"\s*([A-Za-z_][\w\-]*(?:\.[A-Za-z_][\w\-]*)*)\s*=\s*(.*?)\s*\Z")
+_LINE = re.compile(r"\s*([A-Za-z_][\w\-]*(?:\.[A-Za-z_][\w\-]*)*)\s*=[ \t]*(.*)\Z")
 _STRING = re.compile(r'"(?:[^"\\\n]|\\.)*"')
 _KEY = re.compile(r"[A-Za-z_][\w\-]*(?:\.[A-Za-z_][\w\-]*)*\Z")
 
@@ -85,7 +85,7 @@ def parse_values(text: str, name: str) -> dict:
         try:
             if not m:
                 raise ValueError("expected key = value")
-            set_dotted(values, m.group(1), parse_scalar(m.group(2)))
+            set_dotted(values, m.group(1), parse_scalar(m.group(2).rstrip()))
         except ValueError as exc:
             column = (m.start(2) + 1) if m else len(raw) - len(raw.lstrip()) + 1
             problems.append(Diagnostic(name, number, column, ERROR, "bad-values", str(exc),
