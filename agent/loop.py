@@ -36,23 +36,30 @@ class AgentLoop:
         self._generation = 0
 
     def run(self, stop: threading.Event) -> None:
-        heartbeat = self._register()
+        heartbeat = None
         self._watch(0)
         try:
             while not stop.is_set():
-                if not heartbeat.alive:
-                    log.warning("heartbeat stopped (%s); registering again", heartbeat.error)
-                    stop.wait(self.retry)
-                    heartbeat = self._register()
+                if heartbeat is None or not heartbeat.alive:
+                    heartbeat = self._register(heartbeat, stop)
                 self._drain()
-                if self.state.synced:
+                if self.state.synced:  # containers are kept while the server is away
                     self._reconcile_and_report()
         finally:
-            heartbeat.stop()
+            if heartbeat is not None:
+                heartbeat.stop()
 
     # -- steps ---------------------------------------------------------------------------------
-    def _register(self) -> Any:
-        lease = self.client.register(self.node_doc, ttl=self.ttl)
+    def _register(self, previous: Any, stop: threading.Event) -> Any:
+        """Register under a new lease and start its heartbeat; None (after `retry`) if unreachable."""
+        if previous is not None:
+            log.warning("heartbeat stopped (%s); registering again", previous.error)
+        try:
+            lease = self.client.register(self.node_doc, ttl=self.ttl)
+        except CcaError as exc:
+            log.warning("cannot register: %s", exc)
+            stop.wait(self.retry)
+            return None
         return self.client.heartbeat(lease, interval=self.ttl / 3)
 
     def _watch(self, from_revision: int) -> None:

@@ -17,18 +17,40 @@ from ccattler.engine.pki import init_cluster, key_pem, make_csr, new_key
 from ccattler.engine.store import open_store
 
 
+class ApiHarness:
+    """A running API server on its store; `restart` brings it back on the same ports."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        self.files = init_cluster(tmp_path / "pki", "127.0.0.1:7443")
+        self.store = open_store(f"sqlite://{tmp_path}/state.db")
+        self.server = self._serve("127.0.0.1:0", "127.0.0.1:0")
+        self.context = Context(name="test", server=self.server.listen, token_server=self.server.token_listen,
+                               ca=str(self.files.ca_cert), cert=None, key=None)
+
+    def _serve(self, listen: str, token_listen: str) -> ApiServer:
+        options = ServerOptions(listen=listen, token_listen=token_listen, metrics_listen="127.0.0.1:0")
+        return ApiServer(self.store, self.files, options).start()
+
+    def restart(self) -> None:
+        self.server.stop(0)
+        self.server = self._serve(self.server.listen, self.server.token_listen)
+
+    def close(self) -> None:
+        self.server.stop(0)
+        self.store.close()
+
+
 @pytest.fixture
-def api(tmp_path: Path):
+def api_harness(tmp_path: Path):
+    harness = ApiHarness(tmp_path)
+    yield harness
+    harness.close()
+
+
+@pytest.fixture
+def api(api_harness: ApiHarness):
     """(store, anonymous context) of a running API server."""
-    files = init_cluster(tmp_path / "pki", "127.0.0.1:7443")
-    store = open_store(f"sqlite://{tmp_path}/state.db")
-    options = ServerOptions(listen="127.0.0.1:0", token_listen="127.0.0.1:0", metrics_listen="127.0.0.1:0")
-    server = ApiServer(store, files, options).start()
-    context = Context(name="test", server=server.listen, token_server=server.token_listen,
-                      ca=str(files.ca_cert), cert=None, key=None)
-    yield store, context
-    server.stop(0)
-    store.close()
+    return api_harness.store, api_harness.context
 
 
 @pytest.fixture

@@ -51,3 +51,35 @@ def test_sim_agent_reports_what_its_slice_places(api, join_node) -> None:
         stop.set()
         thread.join(timeout=5)
     assert not thread.is_alive()
+
+
+def test_agent_rides_out_an_api_server_restart(api_harness, join_node) -> None:
+    store = api_harness.store
+    core = NodeCore("n1", SimRuntime(SimProfile(start_delay=0.0)))
+    loop = AgentLoop(AgentClient(join_node("n1")), core, node_document(address="192.0.2.10"), ttl=3,
+                     tick=0.1, retry=0.2)
+    stop = threading.Event()
+    thread = threading.Thread(target=loop.run, args=(stop,), daemon=True)
+    thread.start()
+    service = {"image": "busybox", "command": "httpd", "resources": {"cpu": 100, "memory": 1 << 20}}
+
+    def place(name: str) -> None:
+        store.put(f"derived/placement/default/{name}", {"service": "default/web", "instance": name,
+                                                        "node": "n1"})
+
+    def running(name: str) -> bool:
+        fact = store.get(f"observed/instance/default/{name}")
+        return fact is not None and fact.value["state"] == "running"
+
+    try:
+        store.put("desired/service/default/web", service)
+        place("web-a")
+        wait_for(lambda: running("web-a"))
+        api_harness.restart()  # the watch and the heartbeat stream break
+        place("web-b")
+        wait_for(lambda: running("web-b"), timeout=20)
+        wait_for(lambda: store.get("observed/node/n1") is not None)
+    finally:
+        stop.set()
+        thread.join(timeout=10)
+    assert not thread.is_alive()
