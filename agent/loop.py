@@ -73,7 +73,8 @@ class AgentLoop:
                     self._events.put((generation, event))
             except CcaError as exc:
                 log.warning("slice watch broke: %s", exc)
-            self._events.put((generation, None))  # the stream ended
+            finally:
+                self._events.put((generation, None))  # the stream ended, however it ended
 
         threading.Thread(target=pump, name=f"cca-slice-{generation}", daemon=True).start()
 
