@@ -36,10 +36,10 @@ def _pair(args: Sequence[object], i: int) -> object:
 _FORMATTERS: dict[str, Callable[[Sequence[object]], str]] = {
     "missing_label": lambda a: f"missing label {_pair(a, 0)}={_pair(a, 1)}",
     "restricted": lambda a: f"node restricted to {_pair(a, 0)} (service does not accept it)",
-    "wrong_zone": lambda a: f"not in zone {_pair(a, 0)} (node zone: {_pair(a, 1) or 'none'})",
-    "wrong_architecture": lambda a: (
-        f"architecture is not {_pair(a, 0)} (node: {_pair(a, 1) or 'unknown'})"
-    ),
+    "wrong_zone": lambda a: f"not in zone {_pair(a, 0)}" + (
+        f" (node zone: {a[1] or 'none'})" if len(a) > 1 else ""),
+    "wrong_architecture": lambda a: f"architecture is not {_pair(a, 0)}" + (
+        f" (node: {a[1] or 'unknown'})" if len(a) > 1 else ""),
     "node_not_ready": lambda a: f"node {_pair(a, 0)}",
     "insufficient_cpu": lambda a: f"insufficient cpu (need {_cpu(_pair(a, 0))}, free {_cpu(_pair(a, 1))})",
     "insufficient_memory": lambda a: (
@@ -74,24 +74,33 @@ def describe(code: str, args: Sequence[object], nodes: int = 1) -> str:
 
 #: Capacity reasons are grouped by what was needed; their "free" argument becomes the most free.
 _CAPACITY = frozenset({"insufficient_cpu", "insufficient_memory"})
+#: Mismatch reasons are grouped by what was wanted; what nodes have is kept only when it is one value.
+_MISMATCH = frozenset({"wrong_zone", "wrong_architecture"})
 
 
 def summarize(rejects: Iterable[Reject]) -> list[dict[str, Any]]:
     """Per-node reasons grouped by (code, args) with node counts, most nodes first; capacity
-    reasons are grouped by (code, need) and report the most free capacity among their nodes."""
+    reasons are grouped by (code, need) and report the most free capacity among their nodes,
+    zone and architecture mismatches by (code, wanted value)."""
     counts: Counter[tuple[str, tuple[object, ...]]] = Counter()
     most_free: dict[tuple[str, object], int] = {}
+    has: dict[tuple[str, object], set[object]] = {}
     for reject in rejects:
         code, args = str(reject.code), tuple(_plain(a) for a in reject.arguments)
         if code in _CAPACITY and len(args) == 2 and isinstance(args[1], int):
             key = (code, args[0])
             most_free[key] = max(most_free.get(key, args[1]), args[1])
             args = (args[0],)
+        elif code in _MISMATCH and len(args) == 2:
+            has.setdefault((code, args[0]), set()).add(args[1])
+            args = (args[0],)
         counts[code, args] += 1
     records = []
     for (code, args), n in counts.items():
         if code in _CAPACITY and len(args) == 1 and (code, args[0]) in most_free:
             args = (args[0], most_free[code, args[0]])
+        elif code in _MISMATCH and len(args) == 1 and len(has.get((code, args[0]), ())) == 1:
+            args = (args[0], next(iter(has[code, args[0]])))
         records.append({"code": code, "args": list(args), "nodes": n})
     return sorted(records, key=lambda r: (-r["nodes"], r["code"], str(r["args"])))
 

@@ -53,3 +53,15 @@ def test_grouping_counts_nodes_and_keeps_most_free_capacity():
         "3 nodes: missing label gpu=true",
         "2 nodes: insufficient cpu (need 1000m, most free 500m)",
     ]
+
+
+def test_zone_mismatches_group_by_wanted_zone():
+    records = summarize([
+        reject("n1", "wrong_zone", ("a", "b")),
+        reject("n2", "wrong_zone", ("a", "c")),
+        reject("n3", "wrong_architecture", ("arm64", "amd64")),
+    ])
+    assert [render(r) for r in records] == [
+        "2 nodes: not in zone a",
+        "1 node: architecture is not arm64 (node: amd64)",
+    ]
