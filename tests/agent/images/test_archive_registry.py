@@ -106,3 +106,16 @@ def test_pull_errors_say_what_went_wrong(registry, tmp_path: Path) -> None:
     with pytest.raises(RegistryError, match="cannot reach registry http://127.0.0.1:1: .*refused"):
         pull(fresh, "127.0.0.1:1/tools/absent:1")
     assert fresh.names() == {}
+
+
+def test_cli_pull_rm_and_prune(store: ImageStore, registry, tmp_path: Path) -> None:
+    registry.push(f"oci:{store.layout}:busybox:latest", "tools/busybox:1.0")
+    state = str(tmp_path / "cli-state")
+    runner = CliRunner()
+    pulled = runner.invoke(app, ["image", "pull", f"{registry.host}/tools/busybox:1.0", "--state-dir", state])
+    assert pulled.exit_code == 0, pulled.output
+    assert pulled.output.startswith(f"pulled {registry.host}/tools/busybox:1.0 sha256:")
+    assert runner.invoke(app, ["image", "rm", f"{registry.host}/tools/busybox:1.0", "--state-dir", state]
+                         ).exit_code == 0
+    pruned = runner.invoke(app, ["image", "prune", "--state-dir", state])
+    assert pruned.output.startswith("deleted 3 blobs")
