@@ -8,8 +8,11 @@ says what was expected.
 from __future__ import annotations
 
 import re
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 
+#: Normalised quantities stay below 2^53, exact in every JSON reader.
+MAX_QUANTITY = 2**53
+_MAX_DIGITS = 12  # digits of a written number: 12 + the largest unit factor (16) < 28
 _NUMBER = re.compile(r"(\d+(?:\.\d+)?)([A-Za-z%]*)\Z")
 
 _SIZE_UNITS = {
@@ -35,15 +38,18 @@ def _split(text: str, what: str, example: str, code: str = "bad-quantity") -> tu
     m = _NUMBER.match(text)
     if not m:
         raise QuantityError(f"malformed {what} {text!r}; expected e.g. {example}", code)
-    try:
-        return Decimal(m.group(1)), m.group(2)
-    except InvalidOperation:  # pragma: no cover - the regex admits only decimals
-        raise QuantityError(f"malformed {what} {text!r}") from None
+    if len(m.group(1)) > _MAX_DIGITS:
+        raise QuantityError(f"{what} {text[:24]!r}… is too large", code)
+    return Decimal(m.group(1)), m.group(2)
 
 
-def _whole(amount: Decimal, text: str, what: str, unit: str) -> int:
+def _whole(amount: Decimal, text: str, what: str, unit: str, code: str = "bad-quantity") -> int:
+    """`amount` (already scaled by its unit) as an int; its digits are few enough (`_MAX_DIGITS`)
+    that Decimal's 28-digit precision keeps the product exact."""
     if amount != amount.to_integral_value():
-        raise QuantityError(f"{what} {text!r} is not a whole number of {unit}")
+        raise QuantityError(f"{what} {text!r} is not a whole number of {unit}", code)
+    if amount > MAX_QUANTITY:
+        raise QuantityError(f"{what} {text!r} is too large", code)
     return int(amount)
 
 
@@ -75,7 +81,7 @@ def duration(text: str) -> int:
     if unit not in _DURATION_UNITS:
         raise QuantityError(f"unknown duration unit {unit!r} in {text!r}; use ms, s, m, h or d",
                             "bad-duration")
-    return _whole(amount * _DURATION_UNITS[unit], text, "duration", "milliseconds")
+    return _whole(amount * _DURATION_UNITS[unit], text, "duration", "milliseconds", "bad-duration")
 
 
 def count(text: str, what: str = "count") -> int:
@@ -84,9 +90,9 @@ def count(text: str, what: str = "count") -> int:
         raise QuantityError(f"{what} must not be negative (got {text})", "negative")
     if not re.fullmatch(r"\d+", text):
         raise QuantityError(f"{what} must be a whole number, got {text!r}", "bad-count")
-    value = int(text)
+    value = int(text) if len(text) <= 10 else 2**31
     if value > 2**31 - 1:
-        raise QuantityError(f"{what} {text} is too large", "bad-count")
+        raise QuantityError(f"{what} {text[:24]} is too large", "bad-count")
     return value
 
 

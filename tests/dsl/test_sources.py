@@ -34,6 +34,8 @@ def test_quantities(reader, text, value):
     (q.cpu, "0.0001", "bad-quantity"), (q.cpu, "-1", "negative"), (q.size, "1.5", "bad-quantity"),
     (q.size, "12XB", "bad-quantity"), (q.duration, "10", "bad-duration"), (q.duration, "3y", "bad-duration"),
     (q.port, "0", "port-range"), (q.count, "1e3", "bad-count"), (q.clock, "24:00", "bad-time"),
+    (q.count, "9" * 5000, "bad-count"), (q.cpu, "9" * 5000, "bad-quantity"),
+    (q.size, "9000Pi", "bad-quantity"), (q.duration, "99999999999d", "bad-duration"),
 ])
 def test_bad_quantities(reader, text, code):
     with pytest.raises(q.QuantityError) as err:
