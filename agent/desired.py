@@ -16,7 +16,7 @@ from types import MappingProxyType
 from typing import Any
 
 from ccattler.agent.probes import Probe, probes_of
-from ccattler.agent.runtime.base import ConfigFile, ContainerSpec
+from ccattler.agent.runtime.base import ConfigFile, ContainerSpec, SecretFile
 from ccattler.engine.facts import parse_service
 
 
@@ -35,12 +35,13 @@ class InstanceSpec:
     memory: int = 0
     ip: str | None = None
     probes: tuple[Probe, ...] = ()  # not part of the hash: changing a probe does not restart
+    secrets: tuple[str, ...] = ()  # names; the values are fetched when the container starts
     #: A hash of everything that shapes the container: a change means replace it (set on creation).
     spec_hash: str = field(init=False, default="", compare=False)
 
     def __post_init__(self) -> None:
         shape = (self.image, self.command, sorted(self.env.items()), self.cpu, self.memory, self.ip,
-                 [(f.path, f.content) for f in self.files])
+                 [(f.path, f.content) for f in self.files], self.secrets)
         object.__setattr__(self, "spec_hash", hashlib.sha256(repr(shape).encode()).hexdigest()[:16])
 
     @property
@@ -52,10 +53,10 @@ class InstanceSpec:
     def observed_key(self) -> str:
         return f"observed/instance/{self.tenant}/{self.name}"
 
-    def container(self, netns: str | None = None) -> ContainerSpec:
+    def container(self, netns: str | None = None, secrets: tuple[SecretFile, ...] = ()) -> ContainerSpec:
         return ContainerSpec(name=self.key, image=self.image, command=self.command, env=self.env,
                              files=self.files, cpu_millis=self.cpu, memory_bytes=self.memory,
-                             netns=netns, ip=self.ip, spec_hash=self.spec_hash)
+                             netns=netns, ip=self.ip, spec_hash=self.spec_hash, secrets=secrets)
 
 
 def _probes(service: Mapping[str, Any]) -> tuple[Probe, ...]:
@@ -100,6 +101,6 @@ def desired_instances(facts: Mapping[str, Any], node: str) -> dict[str, Instance
             env=MappingProxyType({str(k): str(v) for k, v in env.items()}), files=files,
             cpu=int(resources.get("cpu") or 0), memory=int(resources.get("memory") or 0),
             ip=ip_doc.get("ip") if isinstance(ip_doc, dict) and ip_doc.get("node", node) == node else None,
-            probes=_probes(svc))
+            probes=_probes(svc), secrets=tuple(s["name"] for s in svc.get("secrets") or []))
         wanted[spec.key] = spec
     return wanted

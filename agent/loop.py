@@ -29,6 +29,8 @@ class AgentLoop:
     def __init__(self, client: Any, core: NodeCore, node_doc: Mapping[str, Any], *, ttl: float = 10.0,
                  tick: float = 1.0, retry: float = 1.0):
         self.client, self.core, self.node_doc = client, core, dict(node_doc)
+        if core.secret_source is None:
+            core.secret_source = client.fetch_secrets
         self.ttl, self.tick, self.retry = ttl, tick, retry
         self.state = SliceState()
         self.reporter = Reporter()

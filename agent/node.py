@@ -18,7 +18,7 @@ from typing import Any
 from ccattler.agent.desired import desired_instances, node_subnet
 from ccattler.agent.images.store import ImageStore
 from ccattler.agent.net.node import NodeNetwork
-from ccattler.agent.reconcile import Backoff, Reconciler
+from ccattler.agent.reconcile import Backoff, Reconciler, SecretSource
 from ccattler.agent.runtime.base import Runtime
 from ccattler.engine.facts import CcaError
 
@@ -136,6 +136,8 @@ class NodeCore:
         self.backoff, self.stop_timeout, self.no_masquerade = backoff, stop_timeout, no_masquerade
         self.network: NodeNetwork | None = None
         self.reconciler: Reconciler | None = None
+        #: Where secret plaintexts come from (`AgentClient.fetch_secrets`; AgentLoop sets it).
+        self.secret_source: SecretSource | None = None
         if not runtime.isolated_network:
             self.reconciler = self._reconciler(None)
 
@@ -184,7 +186,12 @@ class NodeCore:
     def _reconciler(self, network: NodeNetwork | None) -> Reconciler:
         workers = 1 if self.runtime.kind == "sim" else 8  # sim operations are instant: no threads
         return Reconciler(self.node, self.runtime, network, backoff=self.backoff,
-                          stop_timeout=self.stop_timeout, workers=workers)
+                          stop_timeout=self.stop_timeout, workers=workers, secrets=self._fetch_secrets)
+
+    def _fetch_secrets(self, instance: str) -> list[tuple[str, bytes, str]]:
+        if self.secret_source is None:
+            raise CcaError(f"{instance} needs secrets and this node has no secret source")
+        return self.secret_source(instance)
 
 
 def _pending(node: str, ip: str | None, reason: str) -> dict[str, Any]:

@@ -23,10 +23,13 @@ from typing import Any
 from ccattler.agent.desired import InstanceSpec
 from ccattler.agent.net.node import NodeNetwork
 from ccattler.agent.probes import Prober, Verdict, check
-from ccattler.agent.runtime.base import Runtime
+from ccattler.agent.runtime.base import Runtime, SecretFile
 from ccattler.engine.facts import CcaError
 
 log = logging.getLogger(__name__)
+
+#: `tenant/instance` → [(secret name, plaintext, mount path)] (AgentClient.fetch_secrets).
+SecretSource = Callable[[str], list[tuple[str, bytes, str]]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,12 +66,14 @@ class Reconciler:
 
     def __init__(self, node: str, runtime: Runtime, network: NodeNetwork | None = None, *,
                  backoff: Backoff = Backoff(), stop_timeout: float = 5.0, workers: int = 8,
-                 gc_interval: float = 60.0, clock: Callable[[], float] = time.monotonic):
+                 gc_interval: float = 60.0, clock: Callable[[], float] = time.monotonic,
+                 secrets: SecretSource | None = None):
         if runtime.isolated_network and network is None:
             raise CcaError(f"the {runtime.kind} runtime needs the node network (NodeNetwork)")
         self.node, self.runtime, self.network = node, runtime, network
         self.backoff, self.stop_timeout, self.clock = backoff, stop_timeout, clock
         self.gc_interval = gc_interval
+        self.secrets = secrets
         self._records: dict[str, _Record] = {}
         # workers=1 runs everything inline: sim nodes (hundreds per process) need no threads.
         self._pool = ThreadPoolExecutor(workers, thread_name_prefix="cca-reconcile") if workers > 1 else None
@@ -187,7 +192,7 @@ class Reconciler:
                     return
                 assert self.network is not None
                 netns = self.network.attach(spec.key, spec.ip).netns_path
-            self.runtime.create(spec.container(netns))
+            self.runtime.create(spec.container(netns, self._secret_files(spec)))
             self.runtime.start(spec.key)
             record.retry_at = 0.0
             if record.failures == 0:
@@ -202,6 +207,15 @@ class Reconciler:
                 self.runtime.remove(spec.key)
             except (CcaError, OSError):
                 log.exception("cleaning up after a failed start of %s", spec.key)
+
+    def _secret_files(self, spec: InstanceSpec) -> tuple[SecretFile, ...]:
+        """The plaintexts of the instance's secrets, fetched just before it starts."""
+        if not spec.secrets:
+            return ()
+        if self.secrets is None:
+            raise CcaError(f"{spec.key} needs secrets and this node has no way to fetch them")
+        return tuple(SecretFile(mount or f"/run/secrets/{name.rsplit('/', 1)[-1]}", value)
+                     for name, value, mount in self.secrets(spec.key))
 
     def _remove(self, names: list[str]) -> None:
         """Stop all of `names` within one grace period, then remove them and their networks."""

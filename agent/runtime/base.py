@@ -41,6 +41,14 @@ class ConfigFile:
 
 
 @dataclass(frozen=True, slots=True)
+class SecretFile:
+    """A secret's plaintext, mounted read-only at `path` (its value never shows in a repr)."""
+
+    path: str
+    value: bytes = field(repr=False)
+
+
+@dataclass(frozen=True, slots=True)
 class ContainerSpec:
     """Everything a runtime needs to create one container.
 
@@ -58,6 +66,7 @@ class ContainerSpec:
     netns: str | None = None
     ip: str | None = None
     spec_hash: str = ""
+    secrets: tuple[SecretFile, ...] = field(default=(), repr=False)
 
     @property
     def hostname(self) -> str:

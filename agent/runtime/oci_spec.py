@@ -55,7 +55,8 @@ def resources(spec: ContainerSpec) -> dict[str, Any]:
     return res
 
 
-def runtime_config(spec: ContainerSpec, image: Image, cgroup: str) -> dict[str, Any]:
+def runtime_config(spec: ContainerSpec, image: Image, cgroup: str,
+                   extra_mounts: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """The `config.json` document; the rootfs is `rootfs/` inside the bundle."""
     env = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", **image.env,
            "HOSTNAME": spec.hostname, **spec.env}
@@ -76,7 +77,7 @@ def runtime_config(spec: ContainerSpec, image: Image, cgroup: str) -> dict[str, 
         },
         "root": {"path": "rootfs", "readonly": False},
         "hostname": spec.hostname,
-        "mounts": [dict(m) for m in _MOUNTS],
+        "mounts": [dict(m) for m in _MOUNTS] + list(extra_mounts or []),
         "annotations": {"org.ccattler.instance": spec.name, "org.ccattler.spec": spec.spec_hash},
         "linux": {
             "cgroupsPath": cgroup,

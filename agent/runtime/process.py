@@ -72,6 +72,14 @@ class ProcessRuntime(Runtime):
                 raise ContainerError(f"{spec.name}: config file path {file.path!r} is not valid")
             root.joinpath(*parts).parent.mkdir(parents=True, exist_ok=True)
             root.joinpath(*parts).write_text(file.content)
+        for secret in spec.secrets:  # no isolation here: plain files, readable by their owner only
+            parts = [p for p in secret.path.split("/") if p not in ("", ".")]
+            if not parts or ".." in parts:
+                raise ContainerError(f"{spec.name}: secret mount {secret.path!r} is not valid")
+            root.joinpath(*parts).parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(root.joinpath(*parts), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o400)
+            with os.fdopen(fd, "wb") as out:
+                out.write(secret.value)
         meta = {"name": spec.name, "spec_hash": spec.spec_hash, "command": spec.command,
                 "env": {"HOSTNAME": spec.hostname, **spec.env}}
         (folder / "meta.json").write_text(json.dumps(meta))

@@ -35,6 +35,7 @@ from ccattler.agent.runtime.base import (
 )
 from ccattler.agent.runtime.oci_spec import runtime_config
 from ccattler.agent.runtime.reaper import describe, process_reaper
+from ccattler.agent.runtime.secrets import mount_secrets, unmount_secrets
 from ccattler.engine.facts import CcaError
 
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -111,7 +112,8 @@ class RuncRuntime(Runtime):
             for part in ("upper", "work", "rootfs"):
                 (bundle / part).mkdir(parents=True)
             self._write_files(bundle / "upper", spec)
-            config = runtime_config(spec, image, "/" + self.cgroup(cid))
+            secret_mounts = mount_secrets(bundle, spec.secrets)
+            config = runtime_config(spec, image, "/" + self.cgroup(cid), secret_mounts)
             (bundle / "config.json").write_text(json.dumps(config))
             meta = {"name": spec.name, "spec_hash": spec.spec_hash, "image": image.name,
                     "created": time.time()}
@@ -181,6 +183,7 @@ class RuncRuntime(Runtime):
         self.reaper.forget(cid)
         bundle = self.bundles / cid
         _umount(bundle / "rootfs")
+        unmount_secrets(bundle)
         shutil.rmtree(bundle, ignore_errors=True)
 
     # -- observation ---------------------------------------------------------------------------

@@ -8,8 +8,10 @@ import time
 
 from ccattler.agent.loop import AgentLoop
 from ccattler.agent.node import NodeCore, node_document
+from ccattler.agent.runtime.process import ProcessRuntime
 from ccattler.agent.runtime.sim import SimProfile, SimRuntime
 from ccattler.engine.api.agent_client import AgentClient
+from ccattler.engine.secrets import LocalKeyProvider, set_secret
 
 
 def wait_for(predicate, timeout: float = 10.0):  # noqa: ANN001, ANN201
@@ -83,3 +85,30 @@ def test_agent_rides_out_an_api_server_restart(api_harness, join_node) -> None:
         stop.set()
         thread.join(timeout=10)
     assert not thread.is_alive()
+
+
+def test_secrets_reach_the_instance_through_the_api(api_harness, join_node, tmp_path) -> None:
+    store = api_harness.store
+    keys = LocalKeyProvider.from_file(api_harness.files.master_key)
+    set_secret(store, keys, "db.password", "default", b"s3cret")
+    core = NodeCore("n1", ProcessRuntime(tmp_path / "node"))
+    loop = AgentLoop(AgentClient(join_node("n1")), core, node_document(address="192.0.2.10"), ttl=5, tick=0.1)
+    stop = threading.Event()
+    thread = threading.Thread(target=loop.run, args=(stop,), daemon=True)
+    thread.start()
+    try:
+        store.txn(puts={
+            "desired/service/default/web": {"image": "busybox", "command": "exec sleep 30",
+                                            "secrets": [{"name": "default/db.password",
+                                                         "mount": "/run/secrets/db.password"}]},
+            "derived/placement/default/web-a": {"service": "default/web", "instance": "web-a", "node": "n1"},
+        })
+        key = "observed/instance/default/web-a"
+        wait_for(lambda: (f := store.get(key)) and f.value["state"] == "running")
+        (folder,) = (tmp_path / "node" / "processes").iterdir()
+        secret = folder / "root" / "run" / "secrets" / "db.password"
+        assert secret.read_bytes() == b"s3cret" and secret.stat().st_mode & 0o777 == 0o400
+    finally:
+        stop.set()
+        thread.join(timeout=10)
+        core.shutdown(remove=True)

@@ -13,6 +13,7 @@ from ccattler.agent.net import nat
 from ccattler.agent.net.node import NetworkError
 from ccattler.agent.probes import Probe
 from ccattler.agent.runtime.base import container_id
+from ccattler.engine.facts import CcaError
 
 pytestmark = pytest.mark.e2e
 
@@ -183,3 +184,29 @@ def test_probes_report_health_and_readiness_and_restart_on_liveness(node) -> Non
                              and o[b]["restarts"] >= 1)
     assert observed[b]["reason"].startswith("liveness probe failed 2 times: HTTP 404"), observed[b]
     assert observed[a]["restarts"] == 0
+
+
+def test_secrets_are_mounted_read_only_from_a_tmpfs_and_gone_after(node) -> None:
+    node.reconciler.secrets = lambda key: [("default/db.password", b"s3cret\n", "/run/secrets/db.password")]
+    spec = dataclasses.replace(node.spec("web-a", 2), secrets=("default/db.password",))
+    node.converge({spec.key: spec}, running("web-a"))
+    read = node.runtime.exec(spec.key, ["cat", "/run/secrets/db.password"])
+    assert read.stdout == b"s3cret\n"
+    write = node.runtime.exec(spec.key, ["sh", "-c", "echo x > /run/secrets/db.password"])
+    assert write.exit_code != 0
+    folder = node.state / "containers" / container_id(spec.key) / "secrets"
+    mounts = [line.split() for line in Path("/proc/self/mounts").read_text().splitlines()]
+    assert [m[2] for m in mounts if m[1] == str(folder)] == ["tmpfs"]  # never on disk
+    node.reconciler.reconcile({})
+    assert str(folder) not in Path("/proc/self/mounts").read_text()
+
+
+def test_a_secret_that_cannot_be_fetched_is_the_reason(node) -> None:
+    def refuse(key: str) -> list:
+        raise CcaError("secret default/db.password has no value yet (cca secret set default/db.password)")
+
+    node.reconciler.secrets = refuse
+    spec = dataclasses.replace(node.spec("web-a", 2), secrets=("default/db.password",))
+    doc = node.reconciler.reconcile({spec.key: spec})["observed/instance/default/web-a"]
+    assert doc["state"] == "failed" and "has no value yet" in doc["reason"]
+    assert node.runtime.list() == []
