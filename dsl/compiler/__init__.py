@@ -30,7 +30,15 @@ from ccattler.dsl.compiler.service import compile_service
 from ccattler.dsl.errors import ERROR, Diagnostic, DslError
 from ccattler.dsl.parser import parse_with_diagnostics
 from ccattler.dsl.sources import Reader, Source, read_relative
-from ccattler.engine.facts import DEFAULT_TENANT, NAMESPACED_KINDS, InvalidValue, check_value, desired_key
+from ccattler.engine.facts import (
+    DEFAULT_TENANT,
+    NAMESPACED_KINDS,
+    InvalidKey,
+    InvalidValue,
+    check_key,
+    check_value,
+    desired_key,
+)
 
 __all__ = ["Known", "compile_sources", "compile_with_diagnostics"]
 
@@ -109,11 +117,17 @@ def _declare(unit: Unit, block: Node) -> None:
 
 
 def _put(unit: Unit, block: Node, facts: dict[str, dict], key: str, doc: dict) -> None:
+    """Add a document, if the store could hold it (key and value sizes checked here, not at apply)."""
+    where = block.name.span if block.name else block.keyword_span
     try:
+        check_key(key)
         check_value(doc)
-    except InvalidValue as exc:
-        unit.error(block.name.span, "too-large", f"{block.keyword}: {exc}")
+    except (InvalidKey, InvalidValue) as exc:
+        unit.error(where, "too-large", f"{block.keyword}: {exc}")
         return
+    if key in facts and facts[key]["source"] != doc["source"] and block.keyword in _UNNAMED:
+        what = "network rule" if block.keyword == "network" else "grant"
+        unit.warn(where, "duplicate-rule", f"the same {what} is also declared in {facts[key]['source']}")
     facts.setdefault(key, doc)
 
 
