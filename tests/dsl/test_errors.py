@@ -168,3 +168,18 @@ def test_very_long_lines_are_shown_around_the_column():
     rendered = diagnostics[0].render().splitlines()
     assert len(rendered[1]) < 200 and "instnaces" in rendered[1]
     assert rendered[2].index("^") == rendered[1].index("instnaces")
+
+
+def test_names_too_long_for_a_key_are_errors(compiled):
+    _facts, diagnostics = compiled("service " + "x" * 2000 + " { image y }")
+    assert [(d.code, d.line, d.column) for d in diagnostics if d.severity == "error"] == [("too-large", 1, 9)]
+
+
+def test_the_same_rule_in_two_files_is_a_warning():
+    from ccattler.dsl import compile_with_diagnostics
+
+    rule = "network { allow a -> b }"
+    sources = [Source("a.cca", rule, None), Source("b.cca", rule, None)]
+    _facts, diagnostics = compile_with_diagnostics(sources)
+    (dup,) = [d for d in diagnostics if d.code == "duplicate-rule"]
+    assert (dup.file, dup.severity) == ("b.cca", "warning") and "also declared in a.cca" in dup.message
