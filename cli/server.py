@@ -51,9 +51,10 @@ def server(
     loop = None
     if runner:
         from ccattler.engine.controllers.registry import default_controllers
-        from ccattler.engine.runner import Runner
+        from ccattler.engine.runner import Runner, RunnerCollector
 
         loop = Runner(opened, default_controllers())
+        api.metrics.registry.register(RunnerCollector(loop))  # controller counters on /metrics
         loop.start()
     typer.echo(f"serving mutual TLS on {api.listen}, bearer tokens on {api.token_listen}"
                + (f", metrics on http://{api.metrics_listen}/metrics" if options.metrics_listen else "")
