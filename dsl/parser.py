@@ -181,8 +181,9 @@ def _cache_file(grammar: str) -> str | bool:
         base.mkdir(mode=0o700, parents=True, exist_ok=True)
     except OSError:
         return False
-    if base.stat().st_uid != os.getuid() or not os.access(base, os.W_OK):
-        return False
+    info = base.stat()
+    if info.st_uid != os.getuid() or info.st_mode & 0o022 or not os.access(base, os.W_OK):
+        return False  # someone else could swap the pickle
     digest = hashlib.sha256(f"{lark.__version__}\n{grammar}".encode()).hexdigest()[:16]
     path = base / f"cca-grammar-{digest}.lark"
     if not path.exists():  # a new grammar or lark: drop the tables of the old ones
