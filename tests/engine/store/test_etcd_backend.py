@@ -30,7 +30,7 @@ def test_a_dead_first_endpoint_fails_over_to_the_next(etcd_server):
 
 def put_retrying(store, key, value):
     """What every writer does: retry a write whose outcome was unknown (a retriable error)."""
-    for _ in range(5):
+    for _ in range(10):
         try:
             return store.put(key, value)
         except StoreUnavailable as exc:
