@@ -40,6 +40,9 @@ def prepare_txn(
         if not isinstance(compare, Compare):
             raise StoreError(f"txn compares must be Compare(key, mod_revision), got {compare!r}")
         check_key(compare.key)
+        if type(compare.mod_revision) is not int or compare.mod_revision < 0:
+            raise StoreError(f"compare on {compare.key!r}: mod_revision must be an integer ≥ 0 (0 = absent), "
+                             f"got {compare.mod_revision!r}")
     seen: set[str] = set()
     for key in [key for key, _ in checked_puts] + list(checked_deletes):
         if key in seen:

@@ -228,3 +228,12 @@ def test_a_txn_at_ten_thousand_operations_is_one_revision(store):
     facts, _ = store.range("many/")
     assert succeeded and len(facts) == 10_000
     assert {fact.mod_revision for fact in facts} == {revision}
+
+
+@pytest.mark.parametrize(
+    "bad", [pytest.param(-1, id="negative"), pytest.param("3", id="string"), pytest.param(None, id="none")]
+)
+def test_a_compare_needs_a_revision_that_is_an_integer(store, bad):
+    with pytest.raises(StoreError, match="mod_revision must be an integer"):
+        store.txn([Compare("k/a", bad)], {"k/a": 1})
+    assert store.get("k/a") is None
