@@ -30,6 +30,9 @@ def server(
                                                                      "(leader-elected).")] = True,
     rate: Annotated[float, typer.Option("--rate", help="Requests per second per caller.")] = 50.0,
     max_message: Annotated[int, typer.Option("--max-message-bytes", help="Largest request.")] = 4 << 20,
+    cluster_cidr: Annotated[str | None, typer.Option("--cluster-cidr", help="Node subnets and instance "
+                                                                            "addresses (default "
+                                                                            "10.88.0.0/16).")] = None,
 ) -> None:
     """Serve the API over TLS only (no plaintext port) and run the controllers."""
     from ccattler.engine.api.server import ApiServer, ServerOptions
@@ -50,10 +53,11 @@ def server(
     api = ApiServer(opened, ClusterFiles(root), options).start()
     loop = None
     if runner:
-        from ccattler.engine.controllers.registry import default_controllers
+        from ccattler.engine.controllers.registry import ControllerConfig, default_controllers
         from ccattler.engine.runner import Runner, RunnerCollector
 
-        loop = Runner(opened, default_controllers())
+        config = ControllerConfig(cluster_cidr=cluster_cidr) if cluster_cidr else None
+        loop = Runner(opened, default_controllers(config))
         api.metrics.registry.register(RunnerCollector(loop))  # controller counters on /metrics
         loop.start()
     typer.echo(f"serving mutual TLS on {api.listen}, bearer tokens on {api.token_listen}"
