@@ -104,3 +104,35 @@ def test_random_text(text):
 def test_diagnostics_never_raise_for_the_corpus():
     for text in CORPUS:
         compile_with_diagnostics([Source("c.cca", text, HERE / "golden")])
+
+
+@st.composite
+def commented(draw):
+    """A corpus file with numbered comments added at line ends and on lines of their own."""
+    lines = draw(st.sampled_from(CORPUS)).split("\n")
+    inside_text = False
+    out = []
+    for number, line in enumerate(lines):
+        if line.count('"""') % 2:
+            inside_text = not inside_text
+        style = draw(st.sampled_from(["", "", "end", "own"]))
+        if style == "own" and not inside_text:
+            out.append(f"# c{number}")
+        if style == "end" and not inside_text and '"""' not in line and "#" not in line and "//" not in line:
+            line += f"  // c{number}"
+        out.append(line)
+    return "\n".join(out)
+
+
+@settings(FUZZ, max_examples=EXAMPLES // 2)
+@given(commented())
+def test_fmt_keeps_every_comment(text):
+    once = format_source(text, "fuzz.cca")
+    markers = re.findall(r"[#/] c\d+(?!\d)", text)
+    assert sorted(re.findall(r"[#/] c\d+(?!\d)", once)) == sorted(markers)
+    assert format_source(once, "fuzz.cca") == once
+    def reader(_source, relpath):
+        return f"contents of {relpath}"
+
+    assert compile_sources([Source("f.cca", once, None)], reader=reader) == \
+        compile_sources([Source("f.cca", text, None)], reader=reader)
