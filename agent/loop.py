@@ -39,6 +39,7 @@ class AgentLoop:
 
     def run(self, stop: threading.Event) -> None:
         heartbeat = None
+        self.state.reset()  # a fresh watch from revision 0 brings the whole slice again
         self._watch(0)
         try:
             while not stop.is_set():
@@ -113,6 +114,24 @@ class AgentLoop:
         try:
             self.client.report(batch)
         except CcaError as exc:  # the next tick reports again
-            log.warning("report failed: %s", exc)
-            return
+            if not self._moved_on(batch, exc):
+                log.warning("report failed: %s", exc)
+                return
         self.reporter.sent(batch)
+
+    def _moved_on(self, batch: Mapping[str, Any], exc: CcaError) -> bool:
+        """A refused batch with deletes: an instance that left this node may already be reported by
+        its new node (its document is no longer ours to delete). Report the rest alone; True when
+        that went through, so the deletes are dropped."""
+        code = getattr(getattr(exc, "code", None), "name", None)
+        puts = {k: v for k, v in batch.items() if v is not None}
+        if code != "PERMISSION_DENIED" or len(puts) == len(batch):
+            return False
+        try:
+            if puts:
+                self.client.report(puts)
+        except CcaError:
+            return False
+        log.info("dropped deletes of documents other nodes now own: %s",
+                 ", ".join(k for k, v in batch.items() if v is None))
+        return True

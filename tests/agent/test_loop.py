@@ -112,3 +112,42 @@ def test_secrets_reach_the_instance_through_the_api(api_harness, join_node, tmp_
         stop.set()
         thread.join(timeout=10)
         core.shutdown(remove=True)
+
+
+def test_an_instance_that_moved_to_another_node_does_not_jam_reports(api_harness, join_node) -> None:
+    """n1 is cut off while web-a moves to n2 (which reports it); when n1 is back it removes web-a and
+    its delete of the document n2 now owns is refused: the refusal must not block n1's reports."""
+    store = api_harness.store
+    core = NodeCore("n1", SimRuntime(SimProfile(start_delay=0.0)))
+    loop = AgentLoop(AgentClient(join_node("n1")), core, node_document(address="192.0.2.10"), ttl=30,
+                     tick=0.1, retry=0.2)
+    stop = threading.Event()
+    thread = threading.Thread(target=loop.run, args=(stop,), daemon=True)
+    store.put("desired/service/default/web", {"image": "busybox", "command": "httpd"})
+    placement = {"service": "default/web", "instance": "web-a", "node": "n1"}
+    store.put("derived/placement/default/web-a", placement)
+
+    def doc(name: str) -> dict | None:
+        fact = store.get(f"observed/instance/default/{name}")
+        return fact.value if fact else None
+
+    thread.start()
+    try:
+        wait_for(lambda: (d := doc("web-a")) and d["node"] == "n1" and d["state"] == "running")
+        api_harness.server.stop(0)  # n1 is cut off
+        store.delete("derived/placement/default/web-a")
+        store.put("derived/placement/default/web-a", {"service": "default/web", "instance": "web-a",
+                                                      "node": "n2"})
+        store.put("observed/instance/default/web-a", {"node": "n2", "state": "running", "ip": None,
+                                                      "restarts": 0, "reason": None, "health": None,
+                                                      "ready": True})  # as n2 reports it
+        api_harness.restart()
+        wait_for(lambda: core.runtime.list() == [] and "observed/instance/default/web-a"
+                 not in loop.reporter.reported, timeout=20)
+        store.put("derived/placement/default/web-b", {"service": "default/web", "instance": "web-b",
+                                                      "node": "n1"})
+        wait_for(lambda: (d := doc("web-b")) and d["node"] == "n1")
+        assert doc("web-a")["node"] == "n2"
+    finally:
+        stop.set()
+        thread.join(timeout=10)
