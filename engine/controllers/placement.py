@@ -9,7 +9,9 @@ are rewritten only when the decision changes, so a second reconcile changes noth
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import gc
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any, ClassVar
 
 from ccattler.engine.controllers.base import ChangeSet, Snapshot
@@ -41,10 +43,24 @@ class PlacementController:
         self.last_plan: Plan | None = None
 
     def reconcile(self, snapshot: Snapshot, now: float) -> ChangeSet:
-        cluster = Cluster.from_snapshot(snapshot)
-        result = plan(cluster, self.options)
-        self.last_plan = result
-        return changes(cluster, result)
+        with _gc_paused():
+            cluster = Cluster.from_snapshot(snapshot)
+            result = plan(cluster, self.options)
+            self.last_plan = result
+            return changes(cluster, result)
+
+
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    """A reconcile allocates tens of thousands of short-lived, acyclic objects beside a large
+    snapshot; the cycle collector rescanning that snapshot cost a quarter of a tick (measured)."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def changes(cluster: Cluster, result: Plan) -> ChangeSet:
