@@ -14,7 +14,7 @@ from typing import Any
 from ccattler.engine.api.calls import Call
 from ccattler.engine.api.errors import BadRequest, Conflict, Forbidden, NotFound
 from ccattler.engine.api.gen.ccattler.v1 import api_pb2
-from ccattler.engine.api.slice import node_slice
+from ccattler.engine.api.slice import SliceHub
 from ccattler.engine.auth import redeem_join_token
 from ccattler.engine.facts import CcaError, check_value, parse_service
 from ccattler.engine.pki import NODE_LIFETIME, WORKLOAD_LIFETIME, CertificateAuthority, PkiError, cert_pem
@@ -52,6 +52,7 @@ class AgentService:
 
     def __init__(self, store: Store, ca: CertificateAuthority, keys: KeyProvider) -> None:
         self.store, self.ca, self.keys = store, ca, keys
+        self.slices = SliceHub(store)  # one store watch for every node's WatchSlice
 
     def audit_object(self, method: str, request: Any) -> str | None:
         if method == "Join":
@@ -145,7 +146,7 @@ class AgentService:
 
     def WatchSlice(self, request: api_pb2.WatchRequest, call: Call) -> Iterator[api_pb2.Event]:
         node = self._node(call)
-        for event in node_slice(self.store, node, request.from_revision, call.context.is_active):
+        for event in self.slices.stream(node, request.from_revision, call.context.is_active):
             yield api_pb2.Event(kind=event.kind, key=event.key, revision=event.revision,
                                 value_json="" if event.value is None else json.dumps(event.value))
 
@@ -170,7 +171,8 @@ class AgentService:
         if parts[:2] == ["observed", "instance"] and len(parts) == 4:
             parse_service(f"{parts[2]}/{parts[3]}")
             claimed = _json_object(value_json, f"value of {key}").get("node") if value_json else node
-            if claimed != node or (current is not None and current.value.get("node") != node):
+            if claimed != node or (current is not None and current.value.get("node") != node
+                                   and not self._placed_here(node, parts[2], parts[3])):
                 raise Forbidden(f"node {node} may not report {key}: that instance belongs to another node")
             return
         if parts[:2] == ["observed", "metric"] and len(parts) in (5, 6) and parts[-1] == node:
@@ -178,6 +180,11 @@ class AgentService:
         if key == f"observed/node/{node}":
             raise BadRequest("report the node document with RegisterNode (it carries the node's lease)")
         raise Forbidden(f"node {node} may not write {key!r}: only its own observed/ keys")
+
+    def _placed_here(self, node: str, tenant: str, instance: str) -> bool:
+        """An instance moved here (its old node died or was drained) is this node's to report now."""
+        placement = self.store.get(f"derived/placement/{tenant}/{instance}")
+        return placement is not None and placement.value.get("node") == node
 
     def FetchSecrets(self, request: api_pb2.SecretsRequest, call: Call) -> api_pb2.Secrets:
         node = self._node(call)

@@ -66,6 +66,7 @@ class ApiServer:
         failures = RateLimiter(options.auth_failure_rate, options.auth_failure_burst)
         audit_log = AuditLog(store, options.audit_keep)
         cluster, agent = ClusterService(store, keys), AgentService(store, ca, keys)
+        self._slices = agent.slices
         grpc_options = [("grpc.max_receive_message_length", options.max_message_bytes),
                         ("grpc.max_send_message_length", 64 * 1024 * 1024),
                         ("grpc.so_reuseport", 0),
@@ -120,6 +121,7 @@ class ApiServer:
     def stop(self, grace: float = 1.0) -> None:
         for server in (self.mtls, self.token):
             server.stop(grace)
+        self._slices.close()
         if self._metrics_server is not None:
             self._metrics_server.close()
 

@@ -1,40 +1,248 @@
-"""A node's slice of the state: what its agent may watch (its placements and instance addresses, the
-specs and instances they need, its firewall, node condition, subnets, endpoints and names), never
-secrets or other nodes' placements and rules. `node_slice` streams it: the current slice first (when
-not resuming), then changes."""
+"""A node's slice of the state, and the hub that streams it: what its agent may watch (its placements
+and instance addresses, the instance documents and service specs of what is placed on it, its own
+subnet, firewall, condition and declared node, and the cluster-wide endpoints/VIPs/names), never
+secrets or other nodes' placements and rules.
+
+`SliceHub` follows the store with one watch for the whole server and routes each change to the
+nodes it concerns (a thousand agents cost one store watch, and each gets only its own changes).
+When a placement moves, the old node gets deletes for it (and for the service spec it no longer
+needs); the new node gets the placement, the instance document and, the first time, the spec.
+A resumed watch that missed changes gets `resync` (the agent re-reads from revision 0).
+Knob: `MAX_PENDING`, the backlog after which a slow subscriber is told to resync.
+"""
 
 from __future__ import annotations
 
+import logging
+import threading
+from collections import Counter, defaultdict, deque
 from collections.abc import Callable, Iterator
+from typing import Any
 
 from ccattler.engine.store import Event, Store
 
-#: Prefixes every node sees whole (service specs and routing data are cluster-wide).
-_SHARED = ("desired/service/", "derived/instance/", "derived/endpoint/", "derived/vip/", "derived/dns/",
-           "derived/network/subnet/")
+log = logging.getLogger(__name__)
+
+#: Prefixes every node sees whole (cluster-wide routing data).
+_SHARED = ("derived/endpoint/", "derived/vip/", "derived/dns/")
+_PLACEMENTS, _ADDRESSES = "derived/placement/", "derived/network/ip/"
+_INSTANCES, _SERVICES, _SUBNETS = "derived/instance/", "desired/service/", "derived/network/subnet/"
+_OWN = ("derived/firewall/", "derived/node/", "desired/node/")
+_ROUTED = (_PLACEMENTS, _ADDRESSES, _INSTANCES, _SERVICES, _SUBNETS, *_SHARED, *_OWN)
+MAX_PENDING = 100_000
 
 
-def _visible(node: str, event: Event) -> bool:
-    key = event.key
-    if key.startswith(("derived/placement/", "derived/network/ip/")):
-        doc = event.value if event.value is not None else event.prev_value
-        return doc is None or doc.get("node") == node
-    if key.startswith(_SHARED):
-        return True
-    return key in (f"derived/firewall/{node}", f"derived/node/{node}", f"desired/node/{node}")
+class _Subscriber:
+    """One WatchSlice stream's queue."""
+
+    def __init__(self, node: str) -> None:
+        self.node = node
+        self.events: deque[Event] = deque()
+        self.cond = threading.Condition(threading.Lock())
+
+    def push(self, events: list[Event]) -> None:
+        with self.cond:
+            self.events.extend(events)
+            if len(self.events) > MAX_PENDING:
+                newest = max(e.revision for e in self.events)
+                self.events.clear()
+                self.events.append(Event("resync", "", None, newest))
+            self.cond.notify_all()
+
+    def get(self, timeout: float) -> Event | None:
+        with self.cond:
+            if not self.events:
+                self.cond.wait(timeout)
+            return self.events.popleft() if self.events else None
 
 
-def node_slice(store: Store, node: str, from_revision: int, active: Callable[[], bool]) -> Iterator[Event]:
-    """Events of `node`'s slice after `from_revision`; with 0, the current slice as puts first."""
-    if from_revision <= 0:
-        facts, from_revision = store.range("")
+def _instance_of(key: str) -> str:
+    """"tenant/instance" of a placement, address or instance key."""
+    parts = key.split("/")
+    return f"{parts[-3] if key.startswith(_INSTANCES) else parts[-2]}/{parts[-1]}"
+
+
+class SliceHub:
+    """Routes store changes to per-node subscribers; starts its watch on the first subscription."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self._lock = threading.Lock()
+        self._subs: dict[str, set[_Subscriber]] = defaultdict(set)
+        self._thread: threading.Thread | None = None
+        self._watch: Any = None
+        self._reset_state()
+
+    def _reset_state(self) -> None:
+        self.revision = 0
+        self._docs: dict[str, Any] = {}  # routed keys → documents
+        self._node_of: dict[str, str] = {}  # tenant/instance → node (placement)
+        self._on_node: dict[str, set[str]] = defaultdict(set)  # node → placement keys
+        self._ips_on: dict[str, set[str]] = defaultdict(set)  # node → address keys
+        self._instance_key: dict[str, str] = {}  # tenant/instance → derived/instance key
+        self._service_nodes: dict[str, Counter[str]] = defaultdict(Counter)  # service → node → count
+
+    # -- subscribing ---------------------------------------------------------------------------
+    def stream(self, node: str, from_revision: int, active: Callable[[], bool]) -> Iterator[Event]:
+        """Events of `node`'s slice after `from_revision`; with 0, the current slice as puts first."""
+        sub = _Subscriber(node)
+        with self._lock:
+            self._start()
+            if from_revision <= 0:
+                sub.push([*self._current(node), Event("synced", "", None, self.revision)])  # type: ignore[arg-type]
+            elif from_revision < self.revision:  # the changes in between are not kept per node
+                sub.push([Event("resync", "", None, self.revision)])
+            self._subs[node].add(sub)
+        try:
+            while active():
+                event = sub.get(timeout=1.0)
+                if event is not None:
+                    yield event
+        finally:
+            with self._lock:
+                self._subs[node].discard(sub)
+
+    def close(self) -> None:
+        if self._watch is not None:
+            self._watch.cancel()
+
+    def _start(self) -> None:
+        if self._thread is not None and self._thread.is_alive():
+            return
+        self._load()
+        self._thread = threading.Thread(target=self._follow, name="cca-slice-hub", daemon=True)
+        self._thread.start()
+
+    def _load(self) -> None:
+        """(Re)build the routing state from one consistent read; the watch continues from it."""
+        facts, revision = self.store.range("")
+        self._reset_state()
         for fact in facts:
-            event = Event("put", fact.key, fact.value, fact.mod_revision)
-            if _visible(node, event):
-                yield event
-        yield Event("synced", "", None, from_revision)  # type: ignore[arg-type]
-    with store.watch("", from_revision) as watch:
-        while active():
+            if fact.key.startswith(_ROUTED):
+                self._route(fact.key, fact.value)
+        self.revision = revision
+        self._watch = self.store.watch("", revision)
+
+    def _current(self, node: str) -> list[Event]:
+        keys = set(self._on_node.get(node, ())) | set(self._ips_on.get(node, ()))
+        keys |= {self._instance_key[i] for i in (_instance_of(k) for k in self._on_node.get(node, ()))
+                 if i in self._instance_key}
+        keys |= {f"{_SERVICES}{s}" for s, nodes in self._service_nodes.items() if nodes.get(node)}
+        keys |= {f"{p}{node}" for p in (_SUBNETS, *_OWN)}
+        keys |= {k for k in self._docs if k.startswith(_SHARED)}
+        return [Event("put", k, self._docs[k], self.revision) for k in sorted(keys) if k in self._docs]
+
+    # -- following the store -------------------------------------------------------------------
+    def _follow(self) -> None:
+        watch = self._watch
+        while not watch.cancelled:
             event = watch.get(timeout=1.0)
-            if event is not None and (event.kind == "resync" or _visible(node, event)):
-                yield event
+            if event is None:
+                continue
+            batch = [event]
+            while (more := watch.get(timeout=0)) is not None:
+                batch.append(more)
+            with self._lock:
+                self._dispatch(batch)
+                if self._watch is not watch:  # reloaded after a resync
+                    watch.cancel()
+                    watch = self._watch
+
+    def _dispatch(self, batch: list[Event]) -> None:
+        out: dict[str, list[Event]] = defaultdict(list)
+        for event in batch:
+            if event.kind == "resync":
+                log.warning("slice hub: store history compacted; every agent re-reads its slice")
+                self._load()
+                for node in self._subs:
+                    out[node] = [Event("resync", "", None, self.revision)]
+                break
+            self.revision = max(self.revision, event.revision)
+            if event.key.startswith(_ROUTED):
+                for node, kind, key, value in self._route(event.key, event.value):
+                    out[node].append(Event(kind, key, value, event.revision))  # type: ignore[arg-type]
+        for node, events in out.items():
+            for sub in self._subs.get(node, ()):
+                sub.push(events)
+
+    def _route(self, key: str, value: Any) -> list[tuple[str, str, str, Any]]:
+        """Record one change; the (node, kind, key, value) events it makes."""
+        old = self._docs.get(key)
+        if value is None:
+            self._docs.pop(key, None)
+        else:
+            self._docs[key] = value
+        kind = "put" if value is not None else "delete"
+        if key.startswith(_PLACEMENTS):
+            return self._placement(key, old, value)
+        if key.startswith(_ADDRESSES):
+            return self._address(key, old, value)
+        if key.startswith(_INSTANCES):
+            instance = _instance_of(key)
+            if value is None:
+                self._instance_key.pop(instance, None)
+            else:
+                self._instance_key[instance] = key
+            node = self._node_of.get(instance)
+            return [(node, kind, key, value)] if node else []
+        if key.startswith(_SERVICES):
+            service = key[len(_SERVICES):]
+            return [(node, kind, key, value) for node, n in self._service_nodes.get(service, {}).items() if n]
+        if key.startswith(_SHARED):
+            return [(node, kind, key, value) for node in self._subs]
+        return [(key.rsplit("/", 1)[1], kind, key, value)]  # a node's own subnet, firewall, condition
+
+    def _placement(self, key: str, old: Any, new: Any) -> list[tuple[str, str, str, Any]]:
+        instance = _instance_of(key)
+        before = (old or {}).get("node")
+        after = (new or {}).get("node")
+        events: list[tuple[str, str, str, Any]] = []
+        if before and before != after:
+            self._on_node[before].discard(key)
+            self._node_of.pop(instance, None)
+            events.append((before, "delete", key, None))
+            if instance in self._instance_key:
+                events.append((before, "delete", self._instance_key[instance], None))
+            events += self._unref(old.get("service"), before)
+        if after:
+            self._on_node[after].add(key)
+            self._node_of[instance] = after
+            events.append((after, "put", key, new))
+            if before != after:
+                events += self._ref(new.get("service"), after)
+                if instance in self._instance_key:
+                    ikey = self._instance_key[instance]
+                    events.append((after, "put", ikey, self._docs[ikey]))
+        return events
+
+    def _address(self, key: str, old: Any, new: Any) -> list[tuple[str, str, str, Any]]:
+        before = (old or {}).get("node")
+        after = (new or {}).get("node")
+        events: list[tuple[str, str, str, Any]] = []
+        if before and before != after:
+            self._ips_on[before].discard(key)
+            events.append((before, "delete", key, None))
+        if after:
+            self._ips_on[after].add(key)
+            events.append((after, "put", key, new))
+        return events
+
+    def _ref(self, service: str | None, node: str) -> list[tuple[str, str, str, Any]]:
+        if not service:
+            return []
+        counts = self._service_nodes[service]
+        counts[node] += 1
+        key = f"{_SERVICES}{service}"
+        spec = self._docs.get(key)
+        return [(node, "put", key, spec)] if counts[node] == 1 and spec is not None else []
+
+    def _unref(self, service: str | None, node: str) -> list[tuple[str, str, str, Any]]:
+        if not service or not self._service_nodes[service].get(node):
+            return []
+        counts = self._service_nodes[service]
+        counts[node] -= 1
+        if counts[node]:
+            return []
+        del counts[node]
+        key = f"{_SERVICES}{service}"
+        return [(node, "delete", key, None)] if key in self._docs else []
