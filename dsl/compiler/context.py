@@ -30,6 +30,10 @@ class Decl:
     span: Span
 
 
+#: Findings that a line skipped after a syntax error can cause; not reported for such blocks.
+_CASCADES = frozenset({"missing-image", "missing-field", "no-resources", "bad-probe", "bad-disruption",
+                       "group-body", "group-instances"})
+
 #: known(kind, tenant, name) -> True when the cluster already holds that object.
 Known = Callable[[str, str, str], bool]
 
@@ -67,8 +71,8 @@ class Unit:
     # ---- diagnostics ---------------------------------------------------------------------------
     def report(self, severity: str, span: Span, code: str, message: str,
                suggestion: str | None = None) -> None:
-        if any(a <= span.line <= b for a, b in self._broken):
-            return  # that block has a syntax error; what follows from it would only be noise
+        if code in _CASCADES and any(a <= span.line <= b for a, b in self._broken):
+            return  # the block lost a line to a syntax error: "missing X" would only be noise
         width = span.end_column - span.column if span.end_line == span.line else 1
         if self._lines is None:
             self._lines = self.file.text.split("\n")

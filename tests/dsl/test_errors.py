@@ -183,3 +183,10 @@ def test_the_same_rule_in_two_files_is_a_warning():
     _facts, diagnostics = compile_with_diagnostics(sources)
     (dup,) = [d for d in diagnostics if d.code == "duplicate-rule"]
     assert (dup.file, dup.severity) == ("b.cca", "warning") and "also declared in a.cca" in dup.message
+
+
+def test_a_block_with_a_syntax_error_still_reports_its_other_errors(compiled):
+    text = "service web {\n    instnaces 3\n    resources { cpu 5x  memory 1Gi }\n}\n"
+    _facts, diagnostics = compiled(text)
+    # the skipped line could have been the image: no "missing image", but the bad cpu is reported
+    assert [(d.line, d.code) for d in diagnostics] == [(2, "unknown-field"), (3, "bad-quantity")]
