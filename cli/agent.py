@@ -197,10 +197,12 @@ def agent(
     if (simulate or nodes) and kind != "sim":
         raise typer.BadParameter("--simulate/--nodes need --runtime sim", param_hint="--runtime")
     state = (state_dir or default_state_dir()).resolve()
-    if kind == "sim":
+    if simulate or nodes:
         documents = simulated_nodes(simulate, nodes)
     else:
-        documents = {"": node_document(labels=_labels(label), zone=zone, restrictions=tuple(restrict or ()))}
+        capacity = SIM_CAPACITY if kind == "sim" else None
+        documents = {"": node_document(capacity=capacity, labels=_labels(label), zone=zone,
+                                       restrictions=tuple(restrict or ()))}
     if token and len(documents) > 1:
         raise CcaError("--token joins one node; join simulated nodes first (`cca up --simulate` does)")
     settings = [_settings(name or node_id, doc, server, token, ca, context)

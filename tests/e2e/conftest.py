@@ -1,0 +1,118 @@
+"""Fixtures for whole-system tests: `cca` run as the user runs it, in a temporary CCA_HOME and node
+state dir (with the busybox image), on free loopback ports, its own bridge name and address range."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+CCA = (sys.executable, "-m", "ccattler.cli.main")
+
+
+def require_root() -> None:
+    if os.geteuid() != 0:
+        pytest.fail("the end-to-end tests run real containers (runc, network namespaces, nftables): run "
+                    "them as root (or deselect them with -m 'not e2e')", pytrace=False)
+
+
+def free_port_pair() -> int:
+    """A port P with P and P+1 free (the mutual-TLS and bearer-token listeners)."""
+    import socket
+
+    for _ in range(50):
+        with socket.socket() as a, socket.socket() as b:
+            a.bind(("127.0.0.1", 0))
+            port = a.getsockname()[1]
+            try:
+                b.bind(("127.0.0.1", port + 1))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("no free port pair")
+
+
+def wait_for(predicate: Callable[[], object], what: str, timeout: float = 30.0) -> object:
+    deadline = time.monotonic() + timeout
+    while not (result := predicate()):
+        assert time.monotonic() < deadline, f"timed out after {timeout}s waiting for {what}"
+        time.sleep(0.2)
+    return result
+
+
+class Shell:
+    """Runs `cca …` as a separate process with this test's CCA_HOME, like a user's shell."""
+
+    def __init__(self, home: Path) -> None:
+        self.home = home
+        self.env = os.environ | {"CCA_HOME": str(home), "NO_COLOR": "1"}
+
+    def cca(self, *args: str, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess:
+        done = subprocess.run([*CCA, *args], env=self.env, capture_output=True, text=True, timeout=timeout)
+        if check:
+            assert done.returncode == 0, f"cca {' '.join(args)} failed:\n{done.stdout}\n{done.stderr}"
+        return done
+
+    def spawn(self, name: str, *args: str) -> subprocess.Popen:
+        log = open(self.home / f"{name}.log", "ab")  # noqa: SIM115 (the child holds it)
+        return subprocess.Popen([*CCA, *args], env=self.env, stdout=log, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL)
+
+    def instances(self) -> list[dict]:
+        return json.loads(self.cca("get", "instances", "-o", "json").stdout)
+
+
+@pytest.fixture
+def shell(tmp_path: Path) -> Shell:
+    home = tmp_path / "home"
+    home.mkdir()
+    return Shell(home)
+
+
+@pytest.fixture(scope="session")
+def busybox_state(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A node state dir holding the busybox image, built once (copied per test by hard links)."""
+    require_root()
+    from ccattler.agent.images.busybox import build_busybox
+    from ccattler.agent.images.store import ImageStore
+
+    state = tmp_path_factory.mktemp("busybox-state")
+    build_busybox(ImageStore(state))
+    return state
+
+
+@pytest.fixture
+def node_state(busybox_state: Path, tmp_path: Path) -> Path:
+    state = tmp_path / "state"
+    subprocess.run(["cp", "-a", "--link", str(busybox_state), str(state)], check=True)
+    return state
+
+
+@pytest.fixture
+def network_names() -> tuple[str, str]:
+    """(bridge name, cluster CIDR) no other test or cluster on this machine uses."""
+    return f"ce{random.randrange(16**4):04x}", f"10.{random.randrange(150, 200)}.0.0/16"
+
+
+@pytest.fixture
+def wait() -> Callable[..., object]:
+    """`wait(predicate, what, timeout=30)`: poll until the predicate returns something true."""
+    return wait_for
+
+
+@pytest.fixture
+def port() -> int:
+    """A free port whose successor is free too (for `cca init --server 127.0.0.1:PORT`)."""
+    return free_port_pair()
+
+
+@pytest.fixture
+def root() -> None:
+    require_root()
