@@ -185,6 +185,9 @@ def agent(
     simulate: Annotated[Path | None, typer.Option("--simulate", help="(sim) one node per `node` block of "
                                                                      "this .cca file.")] = None,
     nodes: Annotated[int | None, typer.Option("--nodes", help="(sim) this many default nodes.")] = None,
+    cleanup: Annotated[bool, typer.Option("--cleanup", help="Remove every container and the node network "
+                                                            "of this state dir, then exit (agent stopped).")
+                       ] = False,
 ) -> None:
     """Run a node agent until SIGTERM/SIGINT (its containers keep running after it stops)."""
     from ccattler.agent.node import RUNTIMES, default_runtime_kind, node_document
@@ -197,6 +200,12 @@ def agent(
     if (simulate or nodes) and kind != "sim":
         raise typer.BadParameter("--simulate/--nodes need --runtime sim", param_hint="--runtime")
     state = (state_dir or default_state_dir()).resolve()
+    if cleanup:
+        from ccattler.agent.node import cleanup_node
+
+        cleanup_node(state, kind, bridge, runc_root)
+        typer.echo(f"removed the containers and node network of {state} ({kind})")
+        return
     if simulate or nodes:
         documents = simulated_nodes(simulate, nodes)
     else:
@@ -233,6 +242,10 @@ def _settings(node: str | None, document: Mapping[str, Any], server: str | None,
         from ccattler.engine.clientconfig import load_config
 
         name = node or socket.gethostname().split(".")[0]
+        joined = load_config().contexts.get(node_context_name(name))
+        if joined and _still_valid(joined.cert):
+            log.info("node %s joined before (context %s); the token is not used", name, joined.name)
+            return NodeSettings(name, node_context(name, joined.name, server), dict(document))
         current = None if (ca and server) else load_config().context(None)
         address = server or current.server  # type: ignore[union-attr]
         ctx = join_node(address, token, (ca or Path(current.ca)).resolve(), name)  # type: ignore[union-attr]
@@ -242,6 +255,17 @@ def _settings(node: str | None, document: Mapping[str, Any], server: str | None,
     if node and node != name:
         raise CcaError(f"the certificate in context {ctx.name!r} is for node {name!r}, not {node!r}")
     return NodeSettings(name, ctx, dict(document))
+
+
+def _still_valid(cert: str | None) -> bool:
+    import datetime as dt
+
+    from ccattler.engine.pki import load_cert
+
+    try:
+        return load_cert(Path(cert or "").read_bytes()).not_valid_after_utc > dt.datetime.now(dt.UTC)
+    except (OSError, ValueError, CcaError):
+        return False
 
 
 def register(app: typer.Typer) -> None:

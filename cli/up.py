@@ -99,12 +99,16 @@ def up(
 def _context(name: str, server: str, config) -> object:  # noqa: ANN001
     """The local cluster's admin context, made with `cca init` when it does not exist yet."""
     if name not in config.contexts:
-        from ccattler.cli.init import init
+        import contextlib
+        import io
 
-        init(server=server, context=name, host=None)
+        from ccattler.cli.init import init
         from ccattler.engine.clientconfig import load_config
 
+        with contextlib.redirect_stdout(io.StringIO()):  # its "next: cca server …" is what up does
+            init(server=server, context=name, host=None)
         config = load_config()
+        typer.echo(f"new cluster {name!r} for {server} (cca init): {config.contexts[name].cluster}")
     ctx = config.contexts[name]
     if not ctx.cluster or not ctx.cert:
         raise CcaError(f"context {name!r} is not a cluster made here with `cca init` (no PKI); "
