@@ -25,6 +25,7 @@ from ccattler.engine.solve.placement.model import (
     PLACEMENTS,
     SERVICES,
     Cluster,
+    DocumentCache,
 )
 from ccattler.engine.solve.placement.run import Plan, PlanOptions, plan
 
@@ -41,10 +42,11 @@ class PlacementController:
     def __init__(self, options: PlanOptions | None = None) -> None:
         self.options = options or PlanOptions()
         self.last_plan: Plan | None = None
+        self._documents = DocumentCache()
 
     def reconcile(self, snapshot: Snapshot, now: float) -> ChangeSet:
         with _gc_paused():
-            cluster = Cluster.from_snapshot(snapshot)
+            cluster = Cluster.from_snapshot(snapshot, self._documents)
             result = plan(cluster, self.options)
             self.last_plan = result
             return changes(cluster, result)

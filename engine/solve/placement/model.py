@@ -9,7 +9,7 @@ rounded up, capacities down) because clingo integers are 32-bit.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -99,31 +99,40 @@ class Cluster:
     skipped: tuple[str, ...] = ()  # keys of malformed documents left out
 
     @classmethod
-    def from_snapshot(cls, snapshot: Snapshot) -> Cluster:
+    def from_snapshot(cls, snapshot: Snapshot, cache: DocumentCache | None = None) -> Cluster:
         """Read the snapshot in one pass; a malformed document is skipped (listed in `skipped`)
-        rather than failing the placement of everything else."""
+        rather than failing the placement of everything else. With a `cache`, services and
+        instances whose document object is unchanged since the last call are not parsed again."""
+        cache = cache if cache is not None else DocumentCache()
         prefixes = (SERVICES, PLACEMENTS, INSTANCES, OBSERVED_NODES, DESIRED_NODES, NODE_CONDITIONS)
         groups: dict[str, list[tuple[str, Any]]] = {p: [] for p in prefixes}
-        for key, value in snapshot.values.items():  # one pass, not one scan per prefix
-            for prefix, group in groups.items():
-                if key.startswith(prefix):
-                    group.append((key, value))
-                    break
+        for key, value in snapshot.values.items():  # one pass; every prefix is two segments
+            group = groups.get(key[: key.find("/", key.find("/") + 1) + 1])
+            if group is not None:
+                group.append((key, value))
         for group in groups.values():
             group.sort(key=lambda item: item[0])
         skipped: list[str] = []
         nodes = _nodes(groups, skipped)
         services = {}
         for key, doc in groups[SERVICES]:
-            service = _guard(_service, key, doc, skipped)
+            service = cache.parse(_service, key, doc, skipped)
             if service is not None:
                 services[service.name] = service
         existing = dict(groups[PLACEMENTS])
         instances = []
         for key, doc in groups[INSTANCES]:
-            inst = _guard(_instance, key, doc, skipped, existing, nodes)
-            if inst is not None:
-                instances.append(inst)
+            inst = cache.parse(_instance, key, doc, skipped)
+            if inst is None:
+                continue
+            placement = existing.get(f"{PLACEMENTS}{inst.tenant}/{inst.name}")
+            node = placement.get("node") if isinstance(placement, Mapping) else None
+            if node is not None and node in nodes and nodes[node].condition == "ready":
+                inst = Instance(inst.tenant, inst.name, inst.service, inst.ordinal, inst.cpu, inst.mem,
+                                node, key)
+            # otherwise: not placed, or its node is gone, down or draining: place it again
+            instances.append(inst)
+        cache.keep_only(key for group in (groups[SERVICES], groups[INSTANCES]) for key, _ in group)
         return cls(nodes, services, instances, snapshot.revision, existing, tuple(skipped))
 
     def units(self) -> dict[str, list[str]]:
@@ -136,6 +145,31 @@ class Cluster:
 
 def _pairs(labels: Mapping[str, Any] | None) -> tuple[tuple[str, str], ...]:
     return tuple(sorted((str(k), str(v)) for k, v in (labels or {}).items()))
+
+
+class DocumentCache:
+    """Parsed documents by key, reused while the document object is the same one (the runner's
+    watch-fed snapshots share unchanged documents between ticks); malformed ones are remembered
+    as such."""
+
+    def __init__(self) -> None:
+        self._entries: dict[str, tuple[Any, Any]] = {}
+
+    def parse(self, parse: Any, key: str, doc: Any, skipped: list[str]) -> Any:
+        hit = self._entries.get(key)
+        if hit is not None and hit[0] is doc:
+            value = hit[1]
+        else:
+            value = _guard(parse, key, doc, [])
+            self._entries[key] = (doc, value)
+        if value is None:
+            skipped.append(key)
+        return value
+
+    def keep_only(self, keys: Iterable[str]) -> None:
+        live = set(keys)
+        for key in [k for k in self._entries if k not in live]:
+            del self._entries[key]
 
 
 def _guard(parse: Any, key: str, doc: Any, skipped: list[str], *args: Any) -> Any:
@@ -182,17 +216,13 @@ def _node(key: str, observed: Mapping[str, Any], desired: Mapping[str, Any],
     )
 
 
-def _instance(key: str, doc: Mapping[str, Any], existing: Mapping[str, Any],
-              nodes: Mapping[str, Node]) -> Instance:
+def _instance(key: str, doc: Mapping[str, Any]) -> Instance:
+    """The instance as its document says (not yet placed: the caller looks up its placement)."""
     tenant = key[len(INSTANCES):].split("/", 1)[0]
-    placement = existing.get(f"{PLACEMENTS}{tenant}/{doc['name']}") or {}
-    node = placement.get("node")
-    if node is not None and (node not in nodes or nodes[node].condition != "ready"):
-        node = None  # its node is gone, down or draining: place it again
     resources = doc.get("resources") or {}
     return Instance(
         tenant, str(doc["name"]), str(doc["service"]), doc.get("ordinal"),
-        _fits(int(resources.get("cpu") or 0)), _fits(mib_up(resources.get("memory") or 0)), node, key,
+        _fits(int(resources.get("cpu") or 0)), _fits(mib_up(resources.get("memory") or 0)), None, key,
     )
 
 

@@ -141,3 +141,19 @@ def test_malformed_documents_are_skipped_not_fatal():
     assert w.nodes_of("default/web") == ["ok", "ok"]
     skipped = Cluster.from_snapshot(w.snapshot()).skipped
     assert set(skipped) == {"observed/node/broken", "observed/node/huge", "desired/service/default/bad"}
+
+
+def test_document_cache_reuses_unchanged_documents_only():
+    from ccattler.engine.solve.placement.model import DocumentCache
+
+    w = world(node("a"), service("web", 2))
+    w.run()
+    cache = DocumentCache()
+    first = Cluster.from_snapshot(w.snapshot(), cache)
+    again = Cluster.from_snapshot(w.snapshot(), cache)
+    assert again.services["default/web"] is first.services["default/web"]
+    changed = dict(w.values["desired/service/default/web"], resources={"cpu": 3000, "memory": 1024**3})
+    w.values["desired/service/default/web"] = changed
+    third = Cluster.from_snapshot(w.snapshot(), cache)
+    assert third.services["default/web"].cpu == 3000
+    assert [i.node for i in third.instances] == ["a", "a"]
