@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ccattler.engine.controllers.base import Controller
+from ccattler.engine.controllers.endpoint import EndpointController
 from ccattler.engine.controllers.failure import FailureController
 from ccattler.engine.controllers.instance import InstanceController
 from ccattler.engine.controllers.network import DEFAULT_CLUSTER_CIDR, DEFAULT_NODE_PREFIX, NetworkController
@@ -27,12 +28,13 @@ class ControllerConfig:
 
 
 def default_controllers(config: ControllerConfig | None = None) -> list[Controller]:
-    """Instance → failure → placement → network: what `cca server` and `cca up` run."""
+    """Instance → failure → placement → network → endpoint: what `cca server` and `cca up` run."""
     config = config or ControllerConfig()
     return [
         InstanceController(),
         FailureController(),
         PlacementController(config.placement),
         NetworkController(config.cluster_cidr, config.node_prefix),
+        EndpointController(),
     ]
 

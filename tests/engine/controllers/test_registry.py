@@ -8,7 +8,7 @@ from ccattler.engine.facts import owner_of
 
 def test_order_and_one_writer_per_prefix():
     controllers = default_controllers()
-    assert [c.name for c in controllers] == ["instance", "failure", "placement", "network"]
+    assert [c.name for c in controllers] == ["instance", "failure", "placement", "network", "endpoint"]
     prefixes = [p for c in controllers for p in c.writes]
     assert len(prefixes) == len(set(prefixes))
     for controller in controllers:
@@ -17,5 +17,5 @@ def test_order_and_one_writer_per_prefix():
 
 
 def test_configuration_reaches_the_network_controller():
-    network = default_controllers(ControllerConfig(cluster_cidr="10.64.0.0/12", node_prefix=26))[-1]
+    network = default_controllers(ControllerConfig(cluster_cidr="10.64.0.0/12", node_prefix=26))[3]
     assert str(network.cluster) == "10.64.0.0/12" and network.node_prefix == 26

@@ -1,0 +1,46 @@
+"""The endpoint controller: only ready, running, addressed instances on their placed node count."""
+
+from __future__ import annotations
+
+from ccattler.engine.controllers.base import Snapshot
+from ccattler.engine.controllers.endpoint import EndpointController
+
+
+def _snapshot(extra=None):
+    values = {
+        "desired/service/default/web": {"expose": [{"port": 80, "protocol": "http"}, {"port": 53}]},
+        "derived/placement/default/web-a": {"service": "default/web", "instance": "web-a", "node": "n1"},
+        "derived/placement/default/web-b": {"service": "default/web", "instance": "web-b", "node": "n2"},
+        "derived/placement/default/web-c": {"service": "default/web", "instance": "web-c", "node": "n1"},
+        "derived/placement/default/web-d": {"service": "default/web", "instance": "web-d", "node": None},
+        "observed/instance/default/web-a": {"node": "n1", "state": "running",
+                                            "ready": True, "ip": "10.0.0.2"},
+        "observed/instance/default/web-b": {"node": "n2", "state": "running",
+                                            "ready": False, "ip": "10.0.1.2"},
+        "observed/instance/default/web-c": {"node": "n9", "state": "running",
+                                            "ready": True, "ip": "10.0.9.2"},
+    }
+    values.update(extra or {})
+    return Snapshot(1, values)
+
+
+def test_ready_instances_become_endpoints():
+    changes = EndpointController().reconcile(_snapshot(), 0.0)
+    assert changes.puts == {"derived/endpoint/default/web": {
+        "service": "default/web",
+        "ports": [{"port": 53, "protocol": "tcp"}, {"port": 80, "protocol": "http"}],
+        "endpoints": [{"instance": "web-a", "node": "n1", "ip": "10.0.0.2"}]}}
+
+
+def test_unchanged_documents_are_not_rewritten_and_gone_services_are_deleted():
+    first = EndpointController().reconcile(_snapshot(), 0.0)
+    again = EndpointController().reconcile(_snapshot({**first.puts, "derived/endpoint/default/old": {}}), 0.0)
+    assert not again.puts and again.deletes == {"derived/endpoint/default/old"}
+
+
+def test_readiness_change_updates_the_document():
+    ready_b = {"observed/instance/default/web-b": {"node": "n2", "state": "running",
+                                            "ready": True,
+                                                   "ip": "10.0.1.2"}}
+    doc = EndpointController().reconcile(_snapshot(ready_b), 0.0).puts["derived/endpoint/default/web"]
+    assert [e["instance"] for e in doc["endpoints"]] == ["web-a", "web-b"]
