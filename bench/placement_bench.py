@@ -72,9 +72,11 @@ def with_instances(values: dict) -> dict:
     return values
 
 
-def timed_reconcile(values: dict, revision: int = 2) -> tuple[float, dict, object, float]:
+def timed_reconcile(
+    values: dict, revision: int = 2, controller: PlacementController | None = None
+) -> tuple[float, dict, object, float]:
     """One reconcile: wall seconds, puts, the plan, and CPU seconds of this process (all threads)."""
-    controller = PlacementController()
+    controller = controller or PlacementController()
     cpu = time.process_time()
     start = time.perf_counter()
     changes = controller.reconcile(Snapshot(revision, values), 0.0)
@@ -84,20 +86,22 @@ def timed_reconcile(values: dict, revision: int = 2) -> tuple[float, dict, objec
 
 def scenario(name: str) -> dict:
     rng = random.Random(7)
+    controller = None
     if name == "full-1k":
         values = with_instances(dict(cluster_nodes(50, rng) + services(1000, rng)))
     elif name == "full-10k":
         values = with_instances(dict(cluster_nodes(1000, rng) + services(10_000, rng)))
     elif name == "pending-1k":
         values = with_instances(dict(cluster_nodes(5000, rng) + services(1000, rng)))
-    elif name == "tick-50":
+    elif name == "tick-50":  # the live controller object persists between ticks
+        controller = PlacementController()
         values = with_instances(dict(cluster_nodes(1000, rng) + services(10_000, rng)))
-        _, puts, _, _ = timed_reconcile(values)
+        _, puts, _, _ = timed_reconcile(values, controller=controller)
         values.update(puts)
         values = with_instances({**values, **dict(services(50, random.Random(8), prefix="new"))})
     else:
         raise SystemExit(f"unknown scenario {name!r}")
-    seconds, puts, result, cpu = timed_reconcile(values, 3)
+    seconds, puts, result, cpu = timed_reconcile(values, 3, controller)
     placed = sum(1 for v in puts.values() if v["node"] is not None)
     return {
         "scenario": name, "seconds": round(seconds, 3), "cpu": round(cpu, 3), "placed": placed,
