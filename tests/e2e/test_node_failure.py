@@ -52,6 +52,11 @@ def test_killed_agent_lease_expires_and_instances_move(shell, port: int, wait, t
         wait(all_on_survivor, f"the instances of {victim} to run on {survivor}", 60)
         nodes = conditions(shell)
         assert nodes.get(survivor) == "ready" and nodes.get(victim, "down") == "down", nodes
+
+        (tmp_path / "huge.cca").write_text(SERVICE.replace("web", "huge").replace("64Mi", "1Ti"))
+        late = shell.cca("apply", str(tmp_path / "huge.cca"), "--wait", "--timeout", "2", check=False)
+        assert late.returncode == 1 and "timed out after 2s waiting for huge" in late.stderr, late.stderr
+        assert late.stderr.count(": not placed (") == 4 and "memory" in late.stderr, late.stderr
     finally:
         for process in processes.values():
             process.terminate()
