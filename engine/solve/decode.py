@@ -29,11 +29,14 @@ def decode(symbols: Iterable[Symbol], cls: type[T]) -> list[T]:
     """Every atom of `cls`'s predicate (with the arity of its fields) as an instance of `cls`."""
     name = predicate_of(cls)
     arity = len(dataclasses.fields(cls))  # type: ignore[arg-type]
-    return [
-        cls(*(to_python(a) for a in s.arguments))
-        for s in symbols
-        if s.name == name and len(s.arguments) == arity
-    ]
+    decoded = []
+    for symbol in symbols:
+        if symbol.name != name:
+            continue
+        arguments = symbol.arguments  # a call into clingo each time: once per atom
+        if len(arguments) == arity:
+            decoded.append(cls(*(to_python(a) for a in arguments)))
+    return decoded
 
 
 def args_tuple(value: object) -> tuple[object, ...]:

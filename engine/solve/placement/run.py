@@ -218,7 +218,8 @@ def _round(cluster, members, program, classes, nodes, needs, todo: dict[str, int
     session.ground([("base", ())])
     allowed: dict[str, set[str]] = defaultdict(set)
     for sym in session.facts("class_ok", 2):
-        allowed[sym.arguments[0].string].add(sym.arguments[1].string)
+        unit, rep = sym.arguments  # each .arguments call crosses into clingo: once per atom
+        allowed[unit.string].add(rep.string)
     chosen = choose(cluster, free_order(cluster, usage), classes, allowed, todo, needs, usage,
                     options.candidates)
     if not any(chosen.values()):
@@ -247,10 +248,10 @@ def _round(cluster, members, program, classes, nodes, needs, todo: dict[str, int
 def _add_scores(scores: dict[tuple[str, str], int], cost_atoms: list) -> None:
     """Sum the objective terms per (unit, node) without decoding each atom."""
     for sym in cost_atoms:
-        subject, target = sym.arguments[0], sym.arguments[1]
+        subject, target, _, _, amount = sym.arguments
         if subject.type is SymbolType.String and target.type is SymbolType.String:
             key = (subject.string, target.string)
-            scores[key] = scores.get(key, 0) + sym.arguments[4].number
+            scores[key] = scores.get(key, 0) + amount.number
 
 
 def _assign_instances(
