@@ -18,6 +18,7 @@ from typing import Any
 
 from ccattler.agent.node import NodeCore
 from ccattler.agent.slice_state import Reporter, SliceState
+from ccattler.agent.tunnel import AgentTunnel
 from ccattler.engine.facts import CcaError
 
 log = logging.getLogger(__name__)
@@ -41,6 +42,10 @@ class AgentLoop:
         heartbeat = None
         self.state.reset()  # a fresh watch from revision 0 brings the whole slice again
         self._watch(0)
+        tunnel = None
+        if hasattr(self.client, "tunnel"):  # logs and exec sessions from the server
+            tunnel = AgentTunnel(self.client, self.core.runtime)
+            tunnel.start(stop)
         try:
             while not stop.is_set():
                 if heartbeat is None or not heartbeat.alive:
@@ -49,6 +54,8 @@ class AgentLoop:
                 if self.state.synced:  # containers are kept while the server is away
                     self._reconcile_and_report()
         finally:
+            if tunnel is not None:
+                tunnel.close()
             if heartbeat is not None:
                 heartbeat.stop()
 

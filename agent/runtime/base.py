@@ -9,8 +9,10 @@ from __future__ import annotations
 import abc
 import hashlib
 import re
+import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import MappingProxyType
 from typing import Literal
 
@@ -144,6 +146,15 @@ class Runtime(abc.ABC):
     @abc.abstractmethod
     def logs(self, name: str, tail_bytes: int | None = None) -> bytes:
         """The container's combined stdout and stderr (the last `tail_bytes` if given)."""
+
+    def log_path(self, name: str) -> Path:
+        """The file the container's stdout and stderr append to (rotated to `<file>.1`)."""
+        raise ContainerError(f"the {self.kind} runtime keeps no container logs")
+
+    def exec_process(self, name: str, argv: list[str], tty: bool = False) -> subprocess.Popen[bytes]:
+        """Start `argv` in the running container with stdin, stdout and stderr as pipes (interactive
+        exec); with `tty` the command gets a terminal."""
+        raise ContainerError(f"the {self.kind} runtime cannot exec into containers")
 
     def stop_many(self, names: list[str], timeout: float = 5.0) -> dict[str, str]:
         """Stop several containers; returns name → error for those that would not stop.

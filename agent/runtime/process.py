@@ -168,6 +168,25 @@ class ProcessRuntime(Runtime):
             raise ContainerError(f"exec in {name}: {exc}") from None
         return ExecResult(result.returncode, result.stdout, result.stderr)
 
+    def exec_process(self, name: str, argv: list[str], tty: bool = False) -> subprocess.Popen[bytes]:
+        folder = self.dirs / container_id(name)
+        meta = self._meta(folder)
+        if meta is None or not self._running(meta):
+            raise ContainerError(f"container {name} is not running")
+        if tty:
+            raise ContainerError("a terminal (-t) needs the runc runtime")
+        try:
+            return subprocess.Popen(argv, cwd=folder / "root", env=self._env(folder, meta),
+                                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        except OSError as exc:
+            raise ContainerError(f"exec in {name}: {exc}") from None
+
+    def log_path(self, name: str) -> Path:
+        folder = self.dirs / container_id(name)
+        if not folder.exists():
+            raise ContainerNotFound(f"container {name} does not exist")
+        return folder / "log"
+
     def logs(self, name: str, tail_bytes: int | None = None) -> bytes:
         path = self.dirs / container_id(name) / "log"
         if not path.parent.exists():

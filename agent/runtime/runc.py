@@ -242,6 +242,20 @@ class RuncRuntime(Runtime):
             raise ContainerError(f"exec in {name} did not finish within {timeout:g}s") from None
         return ExecResult(result.returncode, result.stdout, result.stderr)
 
+    def exec_process(self, name: str, argv: list[str], tty: bool = False) -> subprocess.Popen[bytes]:
+        cid = container_id(name)
+        if self._state(cid) != "running":
+            raise ContainerError(f"container {name} is not running")
+        terminal = ["-t"] if tty else []  # runc makes the pty and relays it over our pipes
+        return subprocess.Popen([self.runc, "--root", str(self.root), "exec", *terminal, cid, *argv],
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+    def log_path(self, name: str) -> Path:
+        bundle = self.bundles / container_id(name)
+        if not bundle.exists():
+            raise ContainerNotFound(f"container {name} does not exist")
+        return bundle / "log"
+
     def logs(self, name: str, tail_bytes: int | None = None) -> bytes:
         path = self.bundles / container_id(name) / "log"
         if not path.parent.exists():

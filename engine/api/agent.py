@@ -15,6 +15,7 @@ from ccattler.engine.api.calls import Call
 from ccattler.engine.api.errors import BadRequest, Conflict, Forbidden, NotFound
 from ccattler.engine.api.gen.ccattler.v1 import api_pb2
 from ccattler.engine.api.slice import SliceHub
+from ccattler.engine.api.tunnel import TunnelHub
 from ccattler.engine.auth import redeem_join_token
 from ccattler.engine.facts import CcaError, check_value, parse_service
 from ccattler.engine.pki import NODE_LIFETIME, WORKLOAD_LIFETIME, CertificateAuthority, PkiError, cert_pem
@@ -53,6 +54,7 @@ class AgentService:
     def __init__(self, store: Store, ca: CertificateAuthority, keys: KeyProvider) -> None:
         self.store, self.ca, self.keys = store, ca, keys
         self.slices = SliceHub(store)  # one store watch for every node's WatchSlice
+        self.tunnels = TunnelHub()  # logs and exec sessions down the nodes' own streams
 
     def audit_object(self, method: str, request: Any) -> str | None:
         if method == "Join":
@@ -202,3 +204,5 @@ class AgentService:
             values.append(api_pb2.SecretValue(name=ref["name"], value=plaintext, mount=mount))
         return api_pb2.Secrets(secrets=values)
 
+    def Tunnel(self, ups: Iterator[api_pb2.TunnelUp], call: Call) -> Iterator[api_pb2.TunnelDown]:
+        yield from self.tunnels.serve(self._node(call), ups, call.context.is_active)

@@ -89,3 +89,7 @@ class AgentClient:
         reply = self.client.unary(self.client.agent, "WorkloadCert",
                                   api_pb2.WorkloadCertRequest(instance=instance, csr=csr))
         return reply.cert, reply.ca
+
+    def tunnel(self, ups: Iterator[api_pb2.TunnelUp]) -> Any:
+        """Open the node's tunnel (agent/tunnel.py): a call yielding `TunnelDown`s; `cancel()` ends it."""
+        return self.client.agent.Tunnel(ups)

@@ -132,10 +132,19 @@ def _streaming(h: _Handling, request_cls: type, client_streaming: bool) -> Calla
     def behavior(raw: Any, context: grpc.ServicerContext) -> Iterator[Any]:
         started, call, request, code, message = time.perf_counter(), None, None, grpc.StatusCode.OK, ""
         h.plumbing.metrics.streams.labels(h.name).inc()
+        first: list[Any] = []  # a client stream's opening message describes the call (audit)
         try:
             call = h.begin(context)
             if client_streaming:
-                yield from h.fn((_parse(request_cls, r) for r in raw), call)
+
+                def parsed() -> Iterator[Any]:
+                    for r in raw:
+                        parsed_message = _parse(request_cls, r)
+                        if not first:
+                            first.append(parsed_message)
+                        yield parsed_message
+
+                yield from h.fn(parsed(), call)
             else:
                 request = _parse(request_cls, raw)
                 yield from h.fn(request, call)
@@ -143,7 +152,7 @@ def _streaming(h: _Handling, request_cls: type, client_streaming: bool) -> Calla
             code, message = h.fail(exc, call)
         finally:
             h.plumbing.metrics.streams.labels(h.name).dec()
-            h.audit(call, context, request, code, message)
+            h.audit(call, context, request or (first[0] if first else None), code, message)
             h.finish(code, started)
         if code != grpc.StatusCode.OK:
             context.abort(code, message)

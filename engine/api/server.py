@@ -65,8 +65,10 @@ class ApiServer:
         limiter = RateLimiter(options.rate, options.burst)
         failures = RateLimiter(options.auth_failure_rate, options.auth_failure_burst)
         audit_log = AuditLog(store, options.audit_keep)
-        cluster, agent = ClusterService(store, keys), AgentService(store, ca, keys)
+        agent = AgentService(store, ca, keys)
+        cluster = ClusterService(store, keys, agent.tunnels)
         self._slices = agent.slices
+        self.tunnels = agent.tunnels  # which nodes have a logs/exec tunnel open
         grpc_options = [("grpc.max_receive_message_length", options.max_message_bytes),
                         ("grpc.max_send_message_length", 64 * 1024 * 1024),
                         ("grpc.so_reuseport", 0),

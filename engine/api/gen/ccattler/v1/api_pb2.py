@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x15\x63\x63\x61ttler/v1/api.proto\x12\x0b\x63\x63\x61ttler.v1\"\x07\n\x05\x45mpty\"\x14\n\x04Json\x12\x0c\n\x04json\x18\x01 \x01(\t\"$\n\x06Source\x12\x0c\n\x04path\x18\x01 \x01(\t\x12\x0c\n\x04text\x18\x02 \x01(\t\"2\n\x04\x46ile\x12\x0e\n\x06source\x18\x01 \x01(\t\x12\x0c\n\x04path\x18\x02 \x01(\t\x12\x0c\n\x04text\x18\x03 \x01(\t\"w\n\x0c\x41pplyRequest\x12$\n\x07sources\x18\x01 \x03(\x0b\x32\x13.ccattler.v1.Source\x12\x0e\n\x06tenant\x18\x02 \x01(\t\x12\x0f\n\x07\x64ry_run\x18\x03 \x01(\x08\x12 \n\x05\x66iles\x18\x04 \x03(\x0b\x32\x11.ccattler.v1.File\"\x83\x01\n\rDeleteRequest\x12\x0c\n\x04kind\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x0e\n\x06tenant\x18\x03 \x01(\t\x12$\n\x07sources\x18\x04 \x03(\x0b\x32\x13.ccattler.v1.Source\x12 \n\x05\x66iles\x18\x05 \x03(\x0b\x32\x11.ccattler.v1.File\"\xab\x01\n\nGetRequest\x12\x0c\n\x04kind\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x0e\n\x06tenant\x18\x03 \x01(\t\x12\x13\n\x0b\x61ll_tenants\x18\x04 \x01(\x08\x12/\n\x04tags\x18\x05 \x03(\x0b\x32!.ccattler.v1.GetRequest.TagsEntry\x1a+\n\tTagsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"5\n\x0cWatchRequest\x12\x0e\n\x06prefix\x18\x01 \x01(\t\x12\x15\n\rfrom_revision\x18\x02 \x01(\x03\"H\n\x05\x45vent\x12\x0c\n\x04kind\x18\x01 \x01(\t\x12\x0b\n\x03key\x18\x02 \x01(\t\x12\x12\n\nvalue_json\x18\x03 \x01(\t\x12\x10\n\x08revision\x18\x04 \x01(\x03\"0\n\x0e\x45xplainRequest\x12\x0e\n\x06target\x18\x01 \x01(\t\x12\x0e\n\x06tenant\x18\x02 \x01(\t\"+\n\rPolicyRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0c\n\x04text\x18\x02 \x01(\t\"<\n\rSecretRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0e\n\x06tenant\x18\x02 \x01(\t\x12\r\n\x05value\x18\x03 \x01(\x0c\"/\n\x0cTokenRequest\x12\x13\n\x0bttl_seconds\x18\x01 \x01(\x01\x12\n\n\x02id\x18\x02 \x01(\t\"N\n\x0bUserRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0c\n\x04team\x18\x02 \x01(\t\x12\x0e\n\x06groups\x18\x03 \x03(\t\x12\x13\n\x0bttl_seconds\x18\x04 \x01(\x01\"\x1d\n\x0c\x41uditRequest\x12\r\n\x05limit\x18\x01 \x01(\x05\"3\n\x05Token\x12\r\n\x05token\x18\x01 \x01(\t\x12\n\n\x02id\x18\x02 \x01(\t\x12\x0f\n\x07\x65xpires\x18\x03 \x01(\x01\"7\n\x0bJoinRequest\x12\r\n\x05token\x18\x01 \x01(\t\x12\x0c\n\x04node\x18\x02 \x01(\t\x12\x0b\n\x03\x63sr\x18\x03 \x01(\x0c\"8\n\x0b\x43\x65rtificate\x12\x0c\n\x04\x63\x65rt\x18\x01 \x01(\x0c\x12\n\n\x02\x63\x61\x18\x02 \x01(\x0c\x12\x0f\n\x07\x65xpires\x18\x03 \x01(\x01\"\x19\n\nCsrRequest\x12\x0b\n\x03\x63sr\x18\x01 \x01(\x0c\"4\n\x13WorkloadCertRequest\x12\x10\n\x08instance\x18\x01 \x01(\t\x12\x0b\n\x03\x63sr\x18\x02 \x01(\x0c\"9\n\x0fRegisterRequest\x12\x11\n\tnode_json\x18\x01 \x01(\t\x12\x13\n\x0bttl_seconds\x18\x02 \x01(\x01\"+\n\x05Lease\x12\r\n\x05lease\x18\x01 \x01(\x03\x12\x13\n\x0bttl_seconds\x18\x02 \x01(\x01\"!\n\x10HeartbeatRequest\x12\r\n\x05lease\x18\x01 \x01(\x03\"\"\n\x0eHeartbeatReply\x12\x10\n\x08revision\x18\x01 \x01(\x03\".\n\x0bObservation\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\x12\n\nvalue_json\x18\x02 \x01(\t\"?\n\rReportRequest\x12.\n\x0cobservations\x18\x01 \x03(\x0b\x32\x18.ccattler.v1.Observation\"\"\n\x0eSecretsRequest\x12\x10\n\x08instance\x18\x01 \x01(\t\"9\n\x0bSecretValue\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x0c\x12\r\n\x05mount\x18\x03 \x01(\t\"4\n\x07Secrets\x12)\n\x07secrets\x18\x01 \x03(\x0b\x32\x18.ccattler.v1.SecretValue2\xe2\n\n\x07\x43luster\x12/\n\x06Health\x12\x12.ccattler.v1.Empty\x1a\x11.ccattler.v1.Json\x12/\n\x06Status\x12\x12.ccattler.v1.Empty\x1a\x11.ccattler.v1.Json\x12\x35\n\x05\x41pply\x12\x19.ccattler.v1.ApplyRequest\x1a\x11.ccattler.v1.Json\x12\x34\n\x04\x44iff\x12\x19.ccattler.v1.ApplyRequest\x1a\x11.ccattler.v1.Json\x12\x37\n\x06\x44\x65lete\x12\x1a.ccattler.v1.DeleteRequest\x1a\x11.ccattler.v1.Json\x12\x31\n\x03Get\x12\x17.ccattler.v1.GetRequest\x1a\x11.ccattler.v1.Json\x12\x38\n\x05Watch\x12\x19.ccattler.v1.WatchRequest\x1a\x12.ccattler.v1.Event0\x01\x12\x39\n\x07\x45xplain\x12\x1b.ccattler.v1.ExplainRequest\x1a\x11.ccattler.v1.Json\x12\x34\n\x04Plan\x12\x19.ccattler.v1.ApplyRequest\x1a\x11.ccattler.v1.Json\x12<\n\x0bPolicyApply\x12\x1a.ccattler.v1.PolicyRequest\x1a\x11.ccattler.v1.Json\x12\x33\n\nPolicyList\x12\x12.ccattler.v1.Empty\x1a\x11.ccattler.v1.Json\x12=\n\x0cPolicyDelete\x12\x1a.ccattler.v1.PolicyRequest\x1a\x11.ccattler.v1.Json\x12:\n\tSecretSet\x12\x1a.ccattler.v1.SecretRequest\x1a\x11.ccattler.v1.Json\x12;\n\nSecretList\x12\x1a.ccattler.v1.SecretRequest\x1a\x11.ccattler.v1.Json\x12=\n\x0cSecretDelete\x12\x1a.ccattler.v1.SecretRequest\x1a\x11.ccattler.v1.Json\x12=\n\x0cSecretRotate\x12\x1a.ccattler.v1.SecretRequest\x1a\x11.ccattler.v1.Json\x12<\n\x0bTokenCreate\x12\x19.ccattler.v1.TokenRequest\x1a\x12.ccattler.v1.Token\x12\x32\n\tTokenList\x12\x12.ccattler.v1.Empty\x1a\x11.ccattler.v1.Json\x12;\n\x0bTokenRevoke\x12\x19.ccattler.v1.TokenRequest\x1a\x11.ccattler.v1.Json\x12\x39\n\nUserCreate\x12\x18.ccattler.v1.UserRequest\x1a\x11.ccattler.v1.Json\x12\x31\n\x08UserList\x12\x12.ccattler.v1.Empty\x1a\x11.ccattler.v1.Json\x12\x39\n\nUserDelete\x12\x18.ccattler.v1.UserRequest\x1a\x11.ccattler.v1.Json\x12\x39\n\tUserToken\x12\x18.ccattler.v1.UserRequest\x1a\x12.ccattler.v1.Token\x12\x35\n\x05\x41udit\x12\x19.ccattler.v1.AuditRequest\x1a\x11.ccattler.v1.Json2\x99\x04\n\x05\x41gent\x12:\n\x04Join\x12\x18.ccattler.v1.JoinRequest\x1a\x18.ccattler.v1.Certificate\x12>\n\tRenewCert\x12\x17.ccattler.v1.CsrRequest\x1a\x18.ccattler.v1.Certificate\x12J\n\x0cWorkloadCert\x12 .ccattler.v1.WorkloadCertRequest\x1a\x18.ccattler.v1.Certificate\x12@\n\x0cRegisterNode\x12\x1c.ccattler.v1.RegisterRequest\x1a\x12.ccattler.v1.Lease\x12K\n\tHeartbeat\x12\x1d.ccattler.v1.HeartbeatRequest\x1a\x1b.ccattler.v1.HeartbeatReply(\x01\x30\x01\x12=\n\nWatchSlice\x12\x19.ccattler.v1.WatchRequest\x1a\x12.ccattler.v1.Event0\x01\x12\x37\n\x06Report\x12\x1a.ccattler.v1.ReportRequest\x1a\x11.ccattler.v1.Json\x12\x41\n\x0c\x46\x65tchSecrets\x12\x1b.ccattler.v1.SecretsRequest\x1a\x14.ccattler.v1.Secretsb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x15\x63\x63\x61ttler/v1/api.proto\x12\x0b\x63\x63\x61ttler.v1\"\x07\n\x05\x45mpty\"\x14\n\x04Json\x12\x0c\n\x04json\x18\x01 \x01(\t\"$\n\x06Source\x12\x0c\n\x04path\x18\x01 \x01(\t\x12\x0c\n\x04text\x18\x02 \x01(\t\"2\n\x04\x46ile\x12\x0e\n\x06source\x18\x01 \x01(\t\x12\x0c\n\x04path\x18\x02 \x01(\t\x12\x0c\n\x04text\x18\x03 \x01(\t\"w\n\x0c\x41pplyRequest\x12$\n\x07sources\x18\x01 \x03(\x0b\x32\x13.ccattler.v1.Source\x12\x0e\n\x06tenant\x18\x02 \x01(\t\x12\x0f\n\x07\x64ry_run\x18\x03 \x01(\x08\x12 \n\x05\x66iles\x18\x04 \x03(\x0b\x32\x11.ccattler.v1.File\"\x83\x01\n\rDeleteRequest\x12\x0c\n\x04kind\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x0e\n\x06tenant\x18\x03 \x01(\t\x12$\n\x07sources\x18\x04 \x03(\x0b\x32\x13.ccattler.v1.Source\x12 \n\x05\x66iles\x18\x05 \x03(\x0b\x32\x11.ccattler.v1.File\"\xab\x01\n\nGetRequest\x12\x0c\n\x04kind\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x0e\n\x06tenant\x18\x03 \x01(\t\x12\x13\n\x0b\x61ll_tenants\x18\x04 \x01(\x08\x12/\n\x04tags\x18\x05 \x03(\x0b\x32!.ccattler.v1.GetRequest.TagsEntry\x1a+\n\tTagsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"5\n\x0cWatchRequest\x12\x0e\n\x06prefix\x18\x01 \x01(\t\x12\x15\n\rfrom_revision\x18\x02 \x01(\x03\"H\n\x05\x45vent\x12\x0c\n\x04kind\x18\x01 \x01(\t\x12\x0b\n\x03key\x18\x02 \x01(\t\x12\x12\n\nvalue_json\x18\x03 \x01(\t\x12\x10\n\x08revision\x18\x04 \x01(\x03\"0\n\x0e\x45xplainRequest\x12\x0e\n\x06target\x18\x01 \x01(\t\x12\x0e\n\x06tenant\x18\x02 \x01(\t\"+\n\rPolicyRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0c\n\x04text\x18\x02 \x01(\t\"<\n\rSecretRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0e\n\x06tenant\x18\x02 \x01(\t\x12\r\n\x05value\x18\x03 \x01(\x0c\"/\n\x0cTokenRequest\x12\x13\n\x0bttl_seconds\x18\x01 \x01(\x01\x12\n\n\x02id\x18\x02 \x01(\t\"N\n\x0bUserRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0c\n\x04team\x18\x02 \x01(\t\x12\x0e\n\x06groups\x18\x03 \x03(\t\x12\x13\n\x0bttl_seconds\x18\x04 \x01(\x01\"\x1d\n\x0c\x41uditRequest\x12\r\n\x05limit\x18\x01 \x01(\x05\"3\n\x05Token\x12\r\n\x05token\x18\x01 \x01(\t\x12\n\n\x02id\x18\x02 \x01(\t\x12\x0f\n\x07\x65xpires\x18\x03 \x01(\x01\"\xaa\x01\n\x0bLogsRequest\x12\x0e\n\x06target\x18\x01 \x01(\t\x12\x0e\n\x06tenant\x18\x02 \x01(\t\x12\x0e\n\x06\x66ollow\x18\x03 \x01(\x08\x12\x0c\n\x04tail\x18\x04 \x01(\x05\x12\x30\n\x04tags\x18\x05 \x03(\x0b\x32\".ccattler.v1.LogsRequest.TagsEntry\x1a+\n\tTagsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"*\n\x08LogChunk\x12\x10\n\x08instance\x18\x01 \x01(\t\x12\x0c\n\x04\x64\x61ta\x18\x02 \x01(\x0c\"p\n\tExecInput\x12\x10\n\x08instance\x18\x01 \x01(\t\x12\x0e\n\x06tenant\x18\x02 \x01(\t\x12\x0f\n\x07\x63ommand\x18\x03 \x03(\t\x12\x0b\n\x03tty\x18\x04 \x01(\x08\x12\r\n\x05stdin\x18\x05 \x01(\x0c\x12\x14\n\x0cstdin_closed\x18\x06 \x01(\x08\"O\n\nExecOutput\x12\x0e\n\x06stdout\x18\x01 \x01(\x0c\x12\x0e\n\x06stderr\x18\x02 \x01(\x0c\x12\x0e\n\x06\x65xited\x18\x03 \x01(\x08\x12\x11\n\texit_code\x18\x04 \x01(\x05\"7\n\x0bJoinRequest\x12\r\n\x05token\x18\x01 \x01(\t\x12\x0c\n\x04node\x18\x02 \x01(\t\x12\x0b\n\x03\x63sr\x18\x03 \x01(\x0c\"8\n\x0b\x43\x65rtificate\x12\x0c\n\x04\x63\x65rt\x18\x01 \x01(\x0c\x12\n\n\x02\x63\x61\x18\x02 \x01(\x0c\x12\x0f\n\x07\x65xpires\x18\x03 \x01(\x01\"\x19\n\nCsrRequest\x12\x0b\n\x03\x63sr\x18\x01 \x01(\x0c\"4\n\x13WorkloadCertRequest\x12\x10\n\x08instance\x18\x01 \x01(\t\x12\x0b\n\x03\x63sr\x18\x02 \x01(\x0c\"9\n\x0fRegisterRequest\x12\x11\n\tnode_json\x18\x01 \x01(\t\x12\x13\n\x0bttl_seconds\x18\x02 \x01(\x01\"+\n\x05Lease\x12\r\n\x05lease\x18\x01 \x01(\x03\x12\x13\n\x0bttl_seconds\x18\x02 \x01(\x01\"!\n\x10HeartbeatRequest\x12\r\n\x05lease\x18\x01 \x01(\x03\"\"\n\x0eHeartbeatReply\x12\x10\n\x08revision\x18\x01 \x01(\x03\".\n\x0bObservation\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\x12\n\nvalue_json\x18\x02 \x01(\t\"?\n\rReportRequest\x12.\n\x0cobservations\x18\x01 \x03(\x0b\x32\x18.ccattler.v1.Observation\"\"\n\x0eSecretsRequest\x12\x10\n\x08instance\x18\x01 \x01(\t\"9\n\x0bSecretValue\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x0c\x12\r\n\x05mount\x18\x03 \x01(\t\"4\n\x07Secrets\x12)\n\x07secrets\x18\x01 \x03(\x0b\x32\x18.ccattler.v1.SecretValue\"g\n\x08TunnelUp\x12\x0f\n\x07session\x18\x01 \x01(\x03\x12\n\n\x02\x66\x64\x18\x02 \x01(\x05\x12\x0c\n\x04\x64\x61ta\x18\x03 \x01(\x0c\x12\x0e\n\x06\x63losed\x18\x04 \x01(\x08\x12\x11\n\texit_code\x18\x05 \x01(\x05\x12\r\n\x05\x65rror\x18\x06 \x01(\t\"v\n\nTunnelDown\x12\x0f\n\x07session\x18\x01 \x01(\x03\x12\x0c\n\x04open\x18\x02 \x01(\t\x12\x14\n\x0crequest_json\x18\x03 \x01(\t\x12\r\n\x05stdin\x18\x04 \x01(\x0c\x12\x14\n\x0cstdin_closed\x18\x05 \x01(\x08\x12\x0e\n\x06\x63\x61ncel\x18\x06 \x01(\x08\x32\xda\x0b\n\x07\x43luster\x12/\n\x06Health\x12\x12.ccattler.v1.Empty\x1a\x11.ccattler.v1.Json\x12/\n\x06Status\x12\x12.ccattler.v1.Empty\x1a\x11.ccattler.v1.Json\x12\x35\n\x05\x41pply\x12\x19.ccattler.v1.ApplyRequest\x1a\x11.ccattler.v1.Json\x12\x34\n\x04\x44iff\x12\x19.ccattler.v1.ApplyRequest\x1a\x11.ccattler.v1.Json\x12\x37\n\x06\x44\x65lete\x12\x1a.ccattler.v1.DeleteRequest\x1a\x11.ccattler.v1.Json\x12\x31\n\x03Get\x12\x17.ccattler.v1.GetRequest\x1a\x11.ccattler.v1.Json\x12\x38\n\x05Watch\x12\x19.ccattler.v1.WatchRequest\x1a\x12.ccattler.v1.Event0\x01\x12\x39\n\x07\x45xplain\x12\x1b.ccattler.v1.ExplainRequest\x1a\x11.ccattler.v1.Json\x12\x34\n\x04Plan\x12\x19.ccattler.v1.ApplyRequest\x1a\x11.ccattler.v1.Json\x12<\n\x0bPolicyApply\x12\x1a.ccattler.v1.PolicyRequest\x1a\x11.ccattler.v1.Json\x12\x33\n\nPolicyList\x12\x12.ccattler.v1.Empty\x1a\x11.ccattler.v1.Json\x12=\n\x0cPolicyDelete\x12\x1a.ccattler.v1.PolicyRequest\x1a\x11.ccattler.v1.Json\x12:\n\tSecretSet\x12\x1a.ccattler.v1.SecretRequest\x1a\x11.ccattler.v1.Json\x12;\n\nSecretList\x12\x1a.ccattler.v1.SecretRequest\x1a\x11.ccattler.v1.Json\x12=\n\x0cSecretDelete\x12\x1a.ccattler.v1.SecretRequest\x1a\x11.ccattler.v1.Json\x12=\n\x0cSecretRotate\x12\x1a.ccattler.v1.SecretRequest\x1a\x11.ccattler.v1.Json\x12<\n\x0bTokenCreate\x12\x19.ccattler.v1.TokenRequest\x1a\x12.ccattler.v1.Token\x12\x32\n\tTokenList\x12\x12.ccattler.v1.Empty\x1a\x11.ccattler.v1.Json\x12;\n\x0bTokenRevoke\x12\x19.ccattler.v1.TokenRequest\x1a\x11.ccattler.v1.Json\x12\x39\n\nUserCreate\x12\x18.ccattler.v1.UserRequest\x1a\x11.ccattler.v1.Json\x12\x31\n\x08UserList\x12\x12.ccattler.v1.Empty\x1a\x11.ccattler.v1.Json\x12\x39\n\nUserDelete\x12\x18.ccattler.v1.UserRequest\x1a\x11.ccattler.v1.Json\x12\x39\n\tUserToken\x12\x18.ccattler.v1.UserRequest\x1a\x12.ccattler.v1.Token\x12\x35\n\x05\x41udit\x12\x19.ccattler.v1.AuditRequest\x1a\x11.ccattler.v1.Json\x12\x39\n\x04Logs\x12\x18.ccattler.v1.LogsRequest\x1a\x15.ccattler.v1.LogChunk0\x01\x12;\n\x04\x45xec\x12\x16.ccattler.v1.ExecInput\x1a\x17.ccattler.v1.ExecOutput(\x01\x30\x01\x32\xd7\x04\n\x05\x41gent\x12:\n\x04Join\x12\x18.ccattler.v1.JoinRequest\x1a\x18.ccattler.v1.Certificate\x12>\n\tRenewCert\x12\x17.ccattler.v1.CsrRequest\x1a\x18.ccattler.v1.Certificate\x12J\n\x0cWorkloadCert\x12 .ccattler.v1.WorkloadCertRequest\x1a\x18.ccattler.v1.Certificate\x12@\n\x0cRegisterNode\x12\x1c.ccattler.v1.RegisterRequest\x1a\x12.ccattler.v1.Lease\x12K\n\tHeartbeat\x12\x1d.ccattler.v1.HeartbeatRequest\x1a\x1b.ccattler.v1.HeartbeatReply(\x01\x30\x01\x12=\n\nWatchSlice\x12\x19.ccattler.v1.WatchRequest\x1a\x12.ccattler.v1.Event0\x01\x12\x37\n\x06Report\x12\x1a.ccattler.v1.ReportRequest\x1a\x11.ccattler.v1.Json\x12\x41\n\x0c\x46\x65tchSecrets\x12\x1b.ccattler.v1.SecretsRequest\x1a\x14.ccattler.v1.Secrets\x12<\n\x06Tunnel\x12\x15.ccattler.v1.TunnelUp\x1a\x17.ccattler.v1.TunnelDown(\x01\x30\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -33,6 +33,8 @@ if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_GETREQUEST_TAGSENTRY']._loaded_options = None
   _globals['_GETREQUEST_TAGSENTRY']._serialized_options = b'8\001'
+  _globals['_LOGSREQUEST_TAGSENTRY']._loaded_options = None
+  _globals['_LOGSREQUEST_TAGSENTRY']._serialized_options = b'8\001'
   _globals['_EMPTY']._serialized_start=38
   _globals['_EMPTY']._serialized_end=45
   _globals['_JSON']._serialized_start=47
@@ -67,34 +69,48 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_AUDITREQUEST']._serialized_end=1032
   _globals['_TOKEN']._serialized_start=1034
   _globals['_TOKEN']._serialized_end=1085
-  _globals['_JOINREQUEST']._serialized_start=1087
-  _globals['_JOINREQUEST']._serialized_end=1142
-  _globals['_CERTIFICATE']._serialized_start=1144
-  _globals['_CERTIFICATE']._serialized_end=1200
-  _globals['_CSRREQUEST']._serialized_start=1202
-  _globals['_CSRREQUEST']._serialized_end=1227
-  _globals['_WORKLOADCERTREQUEST']._serialized_start=1229
-  _globals['_WORKLOADCERTREQUEST']._serialized_end=1281
-  _globals['_REGISTERREQUEST']._serialized_start=1283
-  _globals['_REGISTERREQUEST']._serialized_end=1340
-  _globals['_LEASE']._serialized_start=1342
-  _globals['_LEASE']._serialized_end=1385
-  _globals['_HEARTBEATREQUEST']._serialized_start=1387
-  _globals['_HEARTBEATREQUEST']._serialized_end=1420
-  _globals['_HEARTBEATREPLY']._serialized_start=1422
-  _globals['_HEARTBEATREPLY']._serialized_end=1456
-  _globals['_OBSERVATION']._serialized_start=1458
-  _globals['_OBSERVATION']._serialized_end=1504
-  _globals['_REPORTREQUEST']._serialized_start=1506
-  _globals['_REPORTREQUEST']._serialized_end=1569
-  _globals['_SECRETSREQUEST']._serialized_start=1571
-  _globals['_SECRETSREQUEST']._serialized_end=1605
-  _globals['_SECRETVALUE']._serialized_start=1607
-  _globals['_SECRETVALUE']._serialized_end=1664
-  _globals['_SECRETS']._serialized_start=1666
-  _globals['_SECRETS']._serialized_end=1718
-  _globals['_CLUSTER']._serialized_start=1721
-  _globals['_CLUSTER']._serialized_end=3099
-  _globals['_AGENT']._serialized_start=3102
-  _globals['_AGENT']._serialized_end=3639
+  _globals['_LOGSREQUEST']._serialized_start=1088
+  _globals['_LOGSREQUEST']._serialized_end=1258
+  _globals['_LOGSREQUEST_TAGSENTRY']._serialized_start=543
+  _globals['_LOGSREQUEST_TAGSENTRY']._serialized_end=586
+  _globals['_LOGCHUNK']._serialized_start=1260
+  _globals['_LOGCHUNK']._serialized_end=1302
+  _globals['_EXECINPUT']._serialized_start=1304
+  _globals['_EXECINPUT']._serialized_end=1416
+  _globals['_EXECOUTPUT']._serialized_start=1418
+  _globals['_EXECOUTPUT']._serialized_end=1497
+  _globals['_JOINREQUEST']._serialized_start=1499
+  _globals['_JOINREQUEST']._serialized_end=1554
+  _globals['_CERTIFICATE']._serialized_start=1556
+  _globals['_CERTIFICATE']._serialized_end=1612
+  _globals['_CSRREQUEST']._serialized_start=1614
+  _globals['_CSRREQUEST']._serialized_end=1639
+  _globals['_WORKLOADCERTREQUEST']._serialized_start=1641
+  _globals['_WORKLOADCERTREQUEST']._serialized_end=1693
+  _globals['_REGISTERREQUEST']._serialized_start=1695
+  _globals['_REGISTERREQUEST']._serialized_end=1752
+  _globals['_LEASE']._serialized_start=1754
+  _globals['_LEASE']._serialized_end=1797
+  _globals['_HEARTBEATREQUEST']._serialized_start=1799
+  _globals['_HEARTBEATREQUEST']._serialized_end=1832
+  _globals['_HEARTBEATREPLY']._serialized_start=1834
+  _globals['_HEARTBEATREPLY']._serialized_end=1868
+  _globals['_OBSERVATION']._serialized_start=1870
+  _globals['_OBSERVATION']._serialized_end=1916
+  _globals['_REPORTREQUEST']._serialized_start=1918
+  _globals['_REPORTREQUEST']._serialized_end=1981
+  _globals['_SECRETSREQUEST']._serialized_start=1983
+  _globals['_SECRETSREQUEST']._serialized_end=2017
+  _globals['_SECRETVALUE']._serialized_start=2019
+  _globals['_SECRETVALUE']._serialized_end=2076
+  _globals['_SECRETS']._serialized_start=2078
+  _globals['_SECRETS']._serialized_end=2130
+  _globals['_TUNNELUP']._serialized_start=2132
+  _globals['_TUNNELUP']._serialized_end=2235
+  _globals['_TUNNELDOWN']._serialized_start=2237
+  _globals['_TUNNELDOWN']._serialized_end=2355
+  _globals['_CLUSTER']._serialized_start=2358
+  _globals['_CLUSTER']._serialized_end=3856
+  _globals['_AGENT']._serialized_start=3859
+  _globals['_AGENT']._serialized_end=4458
 # @@protoc_insertion_point(module_scope)

@@ -163,6 +163,63 @@ class Token(_message.Message):
     expires: float
     def __init__(self, token: _Optional[str] = ..., id: _Optional[str] = ..., expires: _Optional[float] = ...) -> None: ...
 
+class LogsRequest(_message.Message):
+    __slots__ = ("target", "tenant", "follow", "tail", "tags")
+    class TagsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    TARGET_FIELD_NUMBER: _ClassVar[int]
+    TENANT_FIELD_NUMBER: _ClassVar[int]
+    FOLLOW_FIELD_NUMBER: _ClassVar[int]
+    TAIL_FIELD_NUMBER: _ClassVar[int]
+    TAGS_FIELD_NUMBER: _ClassVar[int]
+    target: str
+    tenant: str
+    follow: bool
+    tail: int
+    tags: _containers.ScalarMap[str, str]
+    def __init__(self, target: _Optional[str] = ..., tenant: _Optional[str] = ..., follow: _Optional[bool] = ..., tail: _Optional[int] = ..., tags: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
+class LogChunk(_message.Message):
+    __slots__ = ("instance", "data")
+    INSTANCE_FIELD_NUMBER: _ClassVar[int]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    instance: str
+    data: bytes
+    def __init__(self, instance: _Optional[str] = ..., data: _Optional[bytes] = ...) -> None: ...
+
+class ExecInput(_message.Message):
+    __slots__ = ("instance", "tenant", "command", "tty", "stdin", "stdin_closed")
+    INSTANCE_FIELD_NUMBER: _ClassVar[int]
+    TENANT_FIELD_NUMBER: _ClassVar[int]
+    COMMAND_FIELD_NUMBER: _ClassVar[int]
+    TTY_FIELD_NUMBER: _ClassVar[int]
+    STDIN_FIELD_NUMBER: _ClassVar[int]
+    STDIN_CLOSED_FIELD_NUMBER: _ClassVar[int]
+    instance: str
+    tenant: str
+    command: _containers.RepeatedScalarFieldContainer[str]
+    tty: bool
+    stdin: bytes
+    stdin_closed: bool
+    def __init__(self, instance: _Optional[str] = ..., tenant: _Optional[str] = ..., command: _Optional[_Iterable[str]] = ..., tty: _Optional[bool] = ..., stdin: _Optional[bytes] = ..., stdin_closed: _Optional[bool] = ...) -> None: ...
+
+class ExecOutput(_message.Message):
+    __slots__ = ("stdout", "stderr", "exited", "exit_code")
+    STDOUT_FIELD_NUMBER: _ClassVar[int]
+    STDERR_FIELD_NUMBER: _ClassVar[int]
+    EXITED_FIELD_NUMBER: _ClassVar[int]
+    EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
+    stdout: bytes
+    stderr: bytes
+    exited: bool
+    exit_code: int
+    def __init__(self, stdout: _Optional[bytes] = ..., stderr: _Optional[bytes] = ..., exited: _Optional[bool] = ..., exit_code: _Optional[int] = ...) -> None: ...
+
 class JoinRequest(_message.Message):
     __slots__ = ("token", "node", "csr")
     TOKEN_FIELD_NUMBER: _ClassVar[int]
@@ -260,3 +317,35 @@ class Secrets(_message.Message):
     SECRETS_FIELD_NUMBER: _ClassVar[int]
     secrets: _containers.RepeatedCompositeFieldContainer[SecretValue]
     def __init__(self, secrets: _Optional[_Iterable[_Union[SecretValue, _Mapping]]] = ...) -> None: ...
+
+class TunnelUp(_message.Message):
+    __slots__ = ("session", "fd", "data", "closed", "exit_code", "error")
+    SESSION_FIELD_NUMBER: _ClassVar[int]
+    FD_FIELD_NUMBER: _ClassVar[int]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    CLOSED_FIELD_NUMBER: _ClassVar[int]
+    EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    session: int
+    fd: int
+    data: bytes
+    closed: bool
+    exit_code: int
+    error: str
+    def __init__(self, session: _Optional[int] = ..., fd: _Optional[int] = ..., data: _Optional[bytes] = ..., closed: _Optional[bool] = ..., exit_code: _Optional[int] = ..., error: _Optional[str] = ...) -> None: ...
+
+class TunnelDown(_message.Message):
+    __slots__ = ("session", "open", "request_json", "stdin", "stdin_closed", "cancel")
+    SESSION_FIELD_NUMBER: _ClassVar[int]
+    OPEN_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_JSON_FIELD_NUMBER: _ClassVar[int]
+    STDIN_FIELD_NUMBER: _ClassVar[int]
+    STDIN_CLOSED_FIELD_NUMBER: _ClassVar[int]
+    CANCEL_FIELD_NUMBER: _ClassVar[int]
+    session: int
+    open: str
+    request_json: str
+    stdin: bytes
+    stdin_closed: bool
+    cancel: bool
+    def __init__(self, session: _Optional[int] = ..., open: _Optional[str] = ..., request_json: _Optional[str] = ..., stdin: _Optional[bytes] = ..., stdin_closed: _Optional[bool] = ..., cancel: _Optional[bool] = ...) -> None: ...

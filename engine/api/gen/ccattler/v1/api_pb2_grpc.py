@@ -154,6 +154,16 @@ class ClusterStub:
                 request_serializer=ccattler_dot_v1_dot_api__pb2.AuditRequest.SerializeToString,
                 response_deserializer=ccattler_dot_v1_dot_api__pb2.Json.FromString,
                 _registered_method=True)
+        self.Logs = channel.unary_stream(
+                '/ccattler.v1.Cluster/Logs',
+                request_serializer=ccattler_dot_v1_dot_api__pb2.LogsRequest.SerializeToString,
+                response_deserializer=ccattler_dot_v1_dot_api__pb2.LogChunk.FromString,
+                _registered_method=True)
+        self.Exec = channel.stream_stream(
+                '/ccattler.v1.Cluster/Exec',
+                request_serializer=ccattler_dot_v1_dot_api__pb2.ExecInput.SerializeToString,
+                response_deserializer=ccattler_dot_v1_dot_api__pb2.ExecOutput.FromString,
+                _registered_method=True)
 
 
 class ClusterServicer:
@@ -303,6 +313,18 @@ class ClusterServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Logs(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Exec(self, request_iterator, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ClusterServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -425,6 +447,16 @@ def add_ClusterServicer_to_server(servicer, server):
                     servicer.Audit,
                     request_deserializer=ccattler_dot_v1_dot_api__pb2.AuditRequest.FromString,
                     response_serializer=ccattler_dot_v1_dot_api__pb2.Json.SerializeToString,
+            ),
+            'Logs': grpc.unary_stream_rpc_method_handler(
+                    servicer.Logs,
+                    request_deserializer=ccattler_dot_v1_dot_api__pb2.LogsRequest.FromString,
+                    response_serializer=ccattler_dot_v1_dot_api__pb2.LogChunk.SerializeToString,
+            ),
+            'Exec': grpc.stream_stream_rpc_method_handler(
+                    servicer.Exec,
+                    request_deserializer=ccattler_dot_v1_dot_api__pb2.ExecInput.FromString,
+                    response_serializer=ccattler_dot_v1_dot_api__pb2.ExecOutput.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1085,6 +1117,60 @@ class Cluster:
             metadata,
             _registered_method=True)
 
+    @staticmethod
+    def Logs(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/ccattler.v1.Cluster/Logs',
+            ccattler_dot_v1_dot_api__pb2.LogsRequest.SerializeToString,
+            ccattler_dot_v1_dot_api__pb2.LogChunk.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Exec(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(
+            request_iterator,
+            target,
+            '/ccattler.v1.Cluster/Exec',
+            ccattler_dot_v1_dot_api__pb2.ExecInput.SerializeToString,
+            ccattler_dot_v1_dot_api__pb2.ExecOutput.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
 
 class AgentStub:
     """Missing associated documentation comment in .proto file."""
@@ -1134,6 +1220,11 @@ class AgentStub:
                 '/ccattler.v1.Agent/FetchSecrets',
                 request_serializer=ccattler_dot_v1_dot_api__pb2.SecretsRequest.SerializeToString,
                 response_deserializer=ccattler_dot_v1_dot_api__pb2.Secrets.FromString,
+                _registered_method=True)
+        self.Tunnel = channel.stream_stream(
+                '/ccattler.v1.Agent/Tunnel',
+                request_serializer=ccattler_dot_v1_dot_api__pb2.TunnelUp.SerializeToString,
+                response_deserializer=ccattler_dot_v1_dot_api__pb2.TunnelDown.FromString,
                 _registered_method=True)
 
 
@@ -1189,6 +1280,13 @@ class AgentServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Tunnel(self, request_iterator, context):
+        """Agent-initiated: the server sends logs/exec sessions down it (no inbound port on nodes).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AgentServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -1231,6 +1329,11 @@ def add_AgentServicer_to_server(servicer, server):
                     servicer.FetchSecrets,
                     request_deserializer=ccattler_dot_v1_dot_api__pb2.SecretsRequest.FromString,
                     response_serializer=ccattler_dot_v1_dot_api__pb2.Secrets.SerializeToString,
+            ),
+            'Tunnel': grpc.stream_stream_rpc_method_handler(
+                    servicer.Tunnel,
+                    request_deserializer=ccattler_dot_v1_dot_api__pb2.TunnelUp.FromString,
+                    response_serializer=ccattler_dot_v1_dot_api__pb2.TunnelDown.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1449,6 +1552,33 @@ class Agent:
             '/ccattler.v1.Agent/FetchSecrets',
             ccattler_dot_v1_dot_api__pb2.SecretsRequest.SerializeToString,
             ccattler_dot_v1_dot_api__pb2.Secrets.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Tunnel(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(
+            request_iterator,
+            target,
+            '/ccattler.v1.Agent/Tunnel',
+            ccattler_dot_v1_dot_api__pb2.TunnelUp.SerializeToString,
+            ccattler_dot_v1_dot_api__pb2.TunnelDown.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,0 +1,198 @@
+"""The node end of the agent tunnel (`Agent.Tunnel`, engine/api/tunnel.py): keeps one stream to the
+API server open and serves the logs and exec sessions the server opens down it, from this node's
+runtime. Started by `AgentLoop.run`; reconnects after `retry` seconds when the stream breaks.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import queue
+import subprocess
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from ccattler.agent.runtime.base import ContainerError, Runtime
+from ccattler.engine.api.gen.ccattler.v1 import api_pb2
+from ccattler.engine.facts import CcaError
+
+log = logging.getLogger(__name__)
+
+CHUNK = 64 * 1024
+Send = Callable[[api_pb2.TunnelUp], None]
+
+
+class _Session:
+    """One session on this node: a cancel flag, and for exec the process and its stdin queue."""
+
+    def __init__(self) -> None:
+        self.cancelled = threading.Event()
+        self.process: subprocess.Popen[bytes] | None = None
+        self.stdin: queue.Queue[bytes | None] = queue.Queue()
+
+    def cancel(self) -> None:
+        self.cancelled.set()
+        self.stdin.put(None)
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+
+
+class AgentTunnel:
+    """Serves logs and exec for `runtime` over `client` (an `AgentClient`: `client.tunnel(ups)` opens
+    the stream). `start(stop)` runs it in a thread; `close()` ends the stream and every session."""
+
+    def __init__(self, client: Any, runtime: Runtime, *, retry: float = 1.0, poll: float = 0.2) -> None:
+        self.client, self.runtime, self.retry, self.poll = client, runtime, retry, poll
+        self._call: Any = None
+        self._sessions: dict[int, _Session] = {}
+        self._closed = threading.Event()
+
+    def start(self, stop: threading.Event) -> threading.Thread:
+        thread = threading.Thread(target=self.run, args=(stop,), name="cca-tunnel", daemon=True)
+        thread.start()
+        return thread
+
+    def run(self, stop: threading.Event) -> None:
+        while not stop.is_set() and not self._closed.is_set():
+            ups: queue.Queue[api_pb2.TunnelUp | None] = queue.Queue()
+            try:
+                self._call = self.client.tunnel(_drain(ups))
+                for down in self._call:
+                    self._dispatch(down, ups.put)
+            except Exception as exc:  # a broken stream (grpc.RpcError): reconnect
+                if not self._closed.is_set():
+                    log.warning("tunnel to the API server broke: %s", exc)
+            finally:
+                ups.put(None)
+                self._end_sessions()
+            stop.wait(self.retry)
+
+    def close(self) -> None:
+        self._closed.set()
+        if self._call is not None:
+            self._call.cancel()
+        self._end_sessions()
+
+    def _end_sessions(self) -> None:
+        for session in list(self._sessions.values()):
+            session.cancel()
+        self._sessions.clear()
+
+    def _dispatch(self, down: api_pb2.TunnelDown, send: Send) -> None:
+        if down.open:
+            session = self._sessions[down.session] = _Session()
+            serve = {"logs": self._logs, "exec": self._exec}.get(down.open)
+            target = self._guard(serve, down.session, session, json.loads(down.request_json or "{}"), send)
+            threading.Thread(target=target, name=f"cca-{down.open}-{down.session}", daemon=True).start()
+            return
+        session = self._sessions.get(down.session)
+        if session is None:
+            return
+        if down.cancel:
+            self._sessions.pop(down.session, None)
+            session.cancel()
+            return
+        if down.stdin:
+            session.stdin.put(down.stdin)
+        if down.stdin_closed:
+            session.stdin.put(None)
+
+    def _guard(self, serve: Callable[..., int | None] | None, sid: int, session: _Session,
+               request: dict[str, Any], send: Send) -> Callable[[], None]:
+        """The session body: its result (an exit code) or its error closes the session."""
+
+        def body() -> None:
+            try:
+                if serve is None:
+                    raise CcaError("unknown session kind (agent and server versions differ?)")
+                code = serve(session, request, lambda fd, data: send(api_pb2.TunnelUp(
+                    session=sid, fd=fd, data=data)))
+                send(api_pb2.TunnelUp(session=sid, closed=True, exit_code=code or 0))
+            except (CcaError, OSError, ValueError, KeyError) as exc:
+                send(api_pb2.TunnelUp(session=sid, closed=True, error=str(exc)))
+            finally:
+                self._sessions.pop(sid, None)
+
+        return body
+
+    def _logs(self, session: _Session, request: dict[str, Any], out: Callable[[int, bytes], None]) -> None:
+        path = self.runtime.log_path(str(request["instance"]))
+        rotated = _read(path.with_name(path.name + ".1"))
+        current = _read(path)
+        data = rotated + current
+        tail = int(request.get("tail") or 0)
+        if tail > 0:
+            data = b"".join(data.splitlines(keepends=True)[-tail:])
+        for start in range(0, len(data), CHUNK):
+            out(1, data[start:start + CHUNK])
+        if not request.get("follow"):
+            return None
+        offset = len(current)
+        while not session.cancelled.wait(self.poll):
+            try:
+                size = path.stat().st_size
+            except FileNotFoundError:  # the container is gone
+                return None
+            if size < offset:  # rotated (copy-truncate): the new file starts over
+                offset = 0
+            if size > offset:
+                with open(path, "rb") as handle:
+                    handle.seek(offset)
+                    data = handle.read(size - offset)
+                offset += len(data)
+                out(1, data)
+        return None
+
+    def _exec(self, session: _Session, request: dict[str, Any], out: Callable[[int, bytes], None]) -> int:
+        name, argv = str(request["instance"]), [str(a) for a in request["command"]]
+        if self.runtime.status(name) is None:
+            raise ContainerError(f"instance {name} does not run on this node")
+        process = session.process = self.runtime.exec_process(name, argv, bool(request.get("tty")))
+        if session.cancelled.is_set():
+            process.kill()
+        assert process.stdin and process.stdout and process.stderr
+        pumps = [threading.Thread(target=_pump, args=(stream, fd, out), daemon=True)
+                 for stream, fd in ((process.stdout, 1), (process.stderr, 2))]
+        pumps.append(threading.Thread(target=_feed, args=(session.stdin, process.stdin), daemon=True))
+        for pump in pumps:
+            pump.start()
+        for pump in pumps[:2]:
+            pump.join()
+        code = process.wait()
+        session.stdin.put(None)
+        return code if code >= 0 else 128 - code  # killed by a signal: the shell's convention
+
+
+def _drain(ups: queue.Queue[api_pb2.TunnelUp | None]) -> Iterator[api_pb2.TunnelUp]:
+    while (item := ups.get()) is not None:
+        yield item
+
+
+def _read(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        return b""
+
+
+def _pump(stream: Any, fd: int, out: Callable[[int, bytes], None]) -> None:
+    while data := os.read(stream.fileno(), CHUNK):
+        out(fd, data)
+    stream.close()
+
+
+def _feed(stdin: queue.Queue[bytes | None], pipe: Any) -> None:
+    try:
+        while (data := stdin.get()) is not None:
+            pipe.write(data)
+            pipe.flush()
+    except (BrokenPipeError, ValueError):  # the command exited or closed its input
+        pass
+    finally:
+        try:
+            pipe.close()
+        except (BrokenPipeError, ValueError):
+            pass

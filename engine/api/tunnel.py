@@ -1,0 +1,111 @@
+"""The server end of the agent tunnels: each agent keeps one `Agent.Tunnel` stream open, and the
+server opens logs and exec sessions down it (the reverse of the API server dialing a kubelet).
+
+Agent-initiated, so a node needs no listening port, no server certificate and no reachable address
+(NAT, firewalls), and the node's own mTLS identity authenticates the tunnel. Sessions are
+multiplexed by id: `TunnelDown` opens/feeds/cancels one, `TunnelUp` carries its output and end.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import logging
+import queue
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from ccattler.engine.api.gen.ccattler.v1 import api_pb2
+from ccattler.engine.facts import CcaError
+
+log = logging.getLogger("ccattler.api")
+
+
+class Session:
+    """One logs or exec session on one node; its output arrives on `output` (`TunnelUp`s)."""
+
+    def __init__(self, ident: int, tunnel: _NodeTunnel, output: queue.Queue[Any], label: str) -> None:
+        self.id, self.label, self.output = ident, label, output
+        self._tunnel = tunnel
+
+    def send(self, stdin: bytes = b"", closed: bool = False) -> None:
+        self._tunnel.down.put(api_pb2.TunnelDown(session=self.id, stdin=stdin, stdin_closed=closed))
+
+    def cancel(self) -> None:
+        """End the session on the node (kills an exec, stops a follow); safe to call twice."""
+        if self._tunnel.sessions.pop(self.id, None) is not None:
+            self._tunnel.down.put(api_pb2.TunnelDown(session=self.id, cancel=True))
+
+
+class _NodeTunnel:
+    def __init__(self, node: str) -> None:
+        self.node = node
+        self.down: queue.Queue[api_pb2.TunnelDown | None] = queue.Queue()
+        self.sessions: dict[int, Session] = {}
+
+    def end_all(self, error: str) -> None:
+        for session in list(self.sessions.values()):
+            session.output.put((session, api_pb2.TunnelUp(session=session.id, closed=True, error=error)))
+        self.sessions.clear()
+
+
+class TunnelHub:
+    """Every connected node's tunnel, by node name."""
+
+    def __init__(self) -> None:
+        self._tunnels: dict[str, _NodeTunnel] = {}
+        self._lock = threading.Lock()
+        self._ids = itertools.count(1)
+
+    def connected(self, node: str) -> bool:
+        return node in self._tunnels
+
+    def serve(self, node: str, ups: Iterator[api_pb2.TunnelUp], active: Callable[[], bool]
+              ) -> Iterator[api_pb2.TunnelDown]:
+        """Run `node`'s tunnel: route its output to sessions, yield what the server sends it."""
+        tunnel = _NodeTunnel(node)
+        with self._lock:
+            previous, self._tunnels[node] = self._tunnels.get(node), tunnel
+        if previous is not None:  # a reconnecting agent: its old stream is dead to us
+            previous.end_all(f"node {node} reconnected its tunnel")
+            previous.down.put(None)
+
+        def read() -> None:
+            try:
+                for up in ups:
+                    session = tunnel.sessions.get(up.session)
+                    if session is not None:
+                        if up.closed:
+                            tunnel.sessions.pop(up.session, None)
+                        session.output.put((session, up))
+            except Exception as exc:  # the stream broke: the sessions end with that reason
+                log.info("tunnel of node %s ended: %s", node, exc)
+            finally:
+                with self._lock:
+                    if self._tunnels.get(node) is tunnel:
+                        del self._tunnels[node]
+                tunnel.end_all(f"node {node} disconnected")
+                tunnel.down.put(None)
+
+        threading.Thread(target=read, name=f"cca-tunnel-{node}", daemon=True).start()
+        while active():
+            try:
+                message = tunnel.down.get(timeout=1.0)
+            except queue.Empty:
+                continue
+            if message is None:
+                return
+            yield message
+
+    def open(self, node: str, kind: str, request: dict[str, Any], label: str,
+             output: queue.Queue[Any] | None = None) -> Session:
+        """Open a `kind` session on `node`; its output goes to `output` as (session, TunnelUp)."""
+        tunnel = self._tunnels.get(node)
+        if tunnel is None:
+            raise CcaError(f"node {node} has no tunnel to the API server (is its agent running and "
+                           "up to date?)")
+        session = Session(next(self._ids), tunnel, output or queue.Queue(), label)
+        tunnel.sessions[session.id] = session
+        tunnel.down.put(api_pb2.TunnelDown(session=session.id, open=kind, request_json=json.dumps(request)))
+        return session

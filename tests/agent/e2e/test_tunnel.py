@@ -1,0 +1,140 @@
+"""Logs and exec through the API server and the agents' tunnels, on real runc: `Cluster.Logs`
+follows two instances' output, `Cluster.Exec` runs a command with stdin and returns its exit code,
+and `service.exec` is audited."""
+
+from __future__ import annotations
+
+import dataclasses
+import queue
+import random
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from ccattler.agent.images.store import ImageStore
+from ccattler.agent.loop import AgentLoop
+from ccattler.agent.node import NodeCore, node_document
+from ccattler.agent.reconcile import Backoff
+from ccattler.agent.runtime.runc import RuncRuntime
+from ccattler.engine.api.agent_client import AgentClient
+from ccattler.engine.api.client import ApiError, Client
+from ccattler.engine.api.gen.ccattler.v1 import api_pb2
+
+pytestmark = pytest.mark.e2e
+
+TALK = "i=0; while true; do echo line-$i from $HOSTNAME; i=$((i+1)); sleep 0.2; done"
+
+
+def wait_for(predicate, timeout: float = 15.0):  # noqa: ANN001, ANN201
+    deadline = time.monotonic() + timeout
+    while not (result := predicate()):
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
+    return result
+
+
+@pytest.fixture
+def cluster(api_harness, join_node, busybox_state: Path, tmp_path: Path, clean_check):
+    """An admin client, the store, and one runc node running two chatty instances of `talk`."""
+    store = api_harness.store
+    state = tmp_path / "state"
+    subprocess.run(["cp", "-a", "--link", str(busybox_state), str(state)], check=True)
+    bridge = f"ct{random.randrange(16**4):04x}"
+    prefix = f"10.{random.randrange(200, 250)}.{random.randrange(256)}"
+    runtime = RuncRuntime(state, ImageStore(state), runc_root=state / "runc")
+    core = NodeCore("n1", runtime, state_dir=state, bridge=bridge, backoff=Backoff(initial=0.2),
+                    stop_timeout=0.5)
+    loop = AgentLoop(AgentClient(join_node("n1")), core, node_document(), ttl=5, tick=0.2)
+    stop = threading.Event()
+    thread = threading.Thread(target=loop.run, args=(stop,), daemon=True)
+    thread.start()
+    admin = Client(dataclasses.replace(api_harness.context, cert=str(api_harness.files.admin_cert),
+                                       key=str(api_harness.files.admin_key)), timeout=20)
+    try:
+        facts = {"desired/service/default/talk": {
+                     "kind": "service", "tenant": "default", "name": "talk", "image": "busybox",
+                     "command": TALK, "env": {}, "config": {"env": {}, "files": []},
+                     "resources": {"cpu": 100, "memory": 32 << 20}, "tags": {"team": "a"}},
+                 "derived/network/subnet/n1": {"node": "n1", "subnet": f"{prefix}.0/24"}}
+        for n, name in ((2, "talk-a"), (3, "talk-b")):
+            facts[f"derived/placement/default/{name}"] = {"service": "default/talk", "instance": name,
+                                                          "node": "n1", "revision": 1, "score": 0}
+            facts[f"derived/network/ip/default/{name}"] = {"node": "n1", "ip": f"{prefix}.{n}"}
+        store.txn(puts=facts)
+        for name in ("talk-a", "talk-b"):
+            wait_for(lambda name=name: (f := store.get(f"observed/instance/default/{name}"))
+                     and f.value["state"] == "running")
+        wait_for(lambda: api_harness.server.tunnels.connected("n1"))
+        yield admin, store
+    finally:
+        admin.close()
+        stop.set()
+        thread.join(timeout=10)
+        core.shutdown(remove=True)
+        clean_check(state, bridge)
+
+
+def test_logs_follow_streams_lines_from_both_instances(cluster) -> None:
+    admin, _ = cluster
+    seen: queue.Queue[tuple[str, bytes]] = queue.Queue()
+    call = admin.cluster.Logs(api_pb2.LogsRequest(target="talk", follow=True, tail=1))
+
+    def read() -> None:
+        try:
+            for chunk in call:
+                seen.put((chunk.instance, chunk.data))
+        except Exception:  # cancelled at the end
+            pass
+
+    threading.Thread(target=read, daemon=True).start()
+    lines: dict[str, list[str]] = {"default/talk-a": [], "default/talk-b": []}
+    deadline = time.monotonic() + 15
+    while min(len(v) for v in lines.values()) < 4:
+        assert time.monotonic() < deadline, f"too few lines: {lines}"
+        try:
+            instance, data = seen.get(timeout=1)
+        except queue.Empty:
+            continue
+        lines[instance] += data.decode().splitlines()
+    call.cancel()
+    for instance, got in lines.items():
+        name = instance.split("/")[1]
+        assert all(line.endswith(f"from {name}") for line in got), got
+        numbers = [int(line.split()[0].removeprefix("line-")) for line in got]
+        assert numbers == sorted(numbers) and len(set(numbers)) == len(numbers)  # followed, not repeated
+
+
+def test_logs_tail_without_follow_ends(cluster) -> None:
+    admin, _ = cluster
+
+    def tail() -> list:
+        return list(admin.stream(admin.cluster, "Logs", api_pb2.LogsRequest(target="talk-a", tail=2)))
+
+    wait_for(lambda: b"line-3" in b"".join(c.data for c in tail()))  # it has said enough
+    chunks = tail()
+    text = b"".join(c.data for c in chunks).decode()
+    assert len(text.splitlines()) == 2 and {c.instance for c in chunks} == {"default/talk-a"}
+
+
+def test_exec_with_stdin_returns_the_exit_code(cluster) -> None:
+    admin, store = cluster
+
+    def inputs():  # noqa: ANN202
+        yield api_pb2.ExecInput(instance="talk-a", command=["sh", "-c", "read x; echo got $x; exit 7"])
+        yield api_pb2.ExecInput(stdin=b"hello\n", stdin_closed=True)
+
+    out = list(admin.stream(admin.cluster, "Exec", inputs()))
+    assert b"".join(o.stdout for o in out) == b"got hello\n"
+    assert out[-1].exited and out[-1].exit_code == 7
+    audit = [f.value for f in store.range("audit/")[0] if f.value.get("verb") == "Exec"]
+    assert audit and "exec in talk-a: sh -c" in audit[-1]["object"]
+
+
+def test_exec_refuses_a_service_name(cluster) -> None:
+    admin, _ = cluster
+    with pytest.raises(ApiError, match="exec needs one instance"):
+        first = api_pb2.ExecInput(instance="talk", command=["true"])
+        list(admin.stream(admin.cluster, "Exec", iter([first])))
