@@ -18,12 +18,12 @@ import argparse
 import json
 import math
 import os
+import shutil
 import signal
 import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -32,7 +32,6 @@ sys.path.insert(0, str(Path(__file__).parent))
 from cluster_parts import NodeSpec, cluster_nodes, services_text  # noqa: E402
 
 PARTS = Path(__file__).parent / "cluster_parts.py"
-NODES_PER_AGENT_PROCESS = 250
 #: Targets by size (nodes, instances) → apply → all running, seconds.
 CONVERGE_TARGETS = {(50, 1000): 5.0, (200, 5000): 20.0, (1000, 10000): 60.0}
 REPLACE_TARGET = 3.0
@@ -41,104 +40,11 @@ IDLE_RUNNER_CPU_TARGET = 0.05
 RSS_TARGET = 2 << 30
 
 
-class ClusterView:
-    """The cluster as the benchmark's API watch sees it, with the time each change arrived."""
-
-    def __init__(self) -> None:
-        self.cond = threading.Condition()
-        self.nodes: dict[str, float] = {}  # registered node → when
-        self.node_gone: dict[str, float] = {}  # node whose observed/node vanished → when
-        self.wanted: set[str] = set()  # tenant/instance that should exist
-        self.placed: dict[str, str | None] = {}
-        self.observed: dict[str, tuple[str, str]] = {}  # instance → (node, state)
-        self.running_since: dict[str, float] = {}  # instance → when it first ran where placed
-        self.placed_at: dict[str, float] = {}  # instance → when it was last placed
-        self.revision = 0
-        self.error: Exception | None = None
-        self.unplaced_reason = ""
-
-    def follow(self, events) -> None:
-        try:
-            for event in events:
-                self._fold(event, time.monotonic())
-        except Exception as exc:  # surfaced by the waits
-            self.error = exc
-            with self.cond:
-                self.cond.notify_all()
-
-    def _fold(self, event: dict, now: float) -> None:
-        key, value = event["key"], event["value"]
-        parts = key.split("/")
-        with self.cond:
-            self.revision = max(self.revision, event["revision"])
-            if parts[:2] == ["observed", "node"]:
-                if value is None:
-                    self.nodes.pop(parts[2], None)
-                    self.node_gone[parts[2]] = now
-                else:
-                    self.nodes.setdefault(parts[2], now)
-            elif parts[:2] == ["derived", "instance"]:
-                name = f"{parts[2]}/{parts[4]}"
-                (self.wanted.add if value is not None else self.wanted.discard)(name)
-            elif parts[:2] == ["derived", "placement"]:
-                name = f"{parts[2]}/{parts[3]}"
-                self.placed[name] = value["node"] if value else None
-                if self.placed[name]:
-                    self.placed_at[name] = now
-                if value and value["node"] is None:
-                    self.unplaced_reason = f"{name}: {value.get('reasons')}"
-                self._check(name, now)
-            elif parts[:2] == ["observed", "instance"]:
-                name = f"{parts[2]}/{parts[3]}"
-                if value is None:
-                    self.observed.pop(name, None)
-                else:
-                    self.observed[name] = (value["node"], value["state"])
-                self._check(name, now)
-            self.cond.notify_all()
-
-    def _check(self, name: str, now: float) -> None:
-        node = self.placed.get(name)
-        if node is not None and self.observed.get(name) == (node, "running"):
-            self.running_since.setdefault(name, now)
-        else:
-            self.running_since.pop(name, None)
-
-    def summary(self) -> str:
-        states: dict[str, int] = {}
-        for _, state in self.observed.values():
-            states[state] = states.get(state, 0) + 1
-        placed = sum(1 for n in self.wanted if self.placed.get(n))
-        return (f"{len(self.nodes)} nodes, {len(self.wanted)} instances wanted, {placed} placed, "
-                f"{sum(1 for n in self.wanted if n in self.running_since)} running where placed; "
-                f"observed states {states}; last unplaced {self.unplaced_reason[:300]}")
-
-    def all_running(self, expected: int) -> bool:
-        return len(self.wanted) == expected and all(n in self.running_since for n in self.wanted)
-
-    def wait(self, predicate, timeout: float, what: str) -> float:
-        deadline = time.monotonic() + timeout
-        with self.cond:
-            while not predicate():
-                if self.error is not None:
-                    raise RuntimeError(f"watch failed: {self.error}")
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise TimeoutError(f"{what}: not within {timeout:.0f} s ({self.summary()})")
-                self.cond.wait(min(left, 0.5))
-        return time.monotonic()
-
-
-def _percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
-
-
 class Cluster:
     """Starts the server process, the agent processes and the admin client; `close()` ends all."""
 
     def __init__(self, root: Path, nodes: list[NodeSpec], store: str, ttl: float, kill: int,
-                 tick: float, start_delay: float) -> None:
+                 tick: float, start_delay: float, per_process: int) -> None:
         from ccattler.engine.api.client import Client
         from ccattler.engine.clientconfig import Context
         from ccattler.engine.pki import NODE_LIFETIME, cert_pem, init_cluster, key_pem, new_key
@@ -170,13 +76,10 @@ class Cluster:
         admin = Context(name="bench", server=self.listen, ca=str(files.ca_cert),
                         cert=str(files.admin_cert), key=str(files.admin_key))
         self.client = Client(admin, timeout=300)
-        self.view = ClusterView()
-        start = self.client.json("Health")["revision"]
-        threading.Thread(target=self.view.follow, args=(self.client.watch("", start),), daemon=True).start()
         # The victims (the first `kill` nodes) get a process of their own, so killing it kills them only.
         groups = [nodes[:kill]] if kill else []
         rest = nodes[kill:]
-        per = math.ceil(len(rest) / max(1, math.ceil(len(rest) / NODES_PER_AGENT_PROCESS)))
+        per = math.ceil(len(rest) / max(1, math.ceil(len(rest) / per_process)))
         groups += [rest[i:i + per] for i in range(0, len(rest), per)]
         self.agents = []
         for g, group in enumerate(groups):
@@ -199,15 +102,32 @@ class Cluster:
 
         self.client.apply([Source("bench.cca", text)])
 
-    def server_stats(self) -> dict:
-        self.server.stdin.write("stats\n")
+    def ask(self, op: str, **request) -> dict:
+        """One request to the server process (its view of the store, or its stats)."""
+        self.server.stdin.write(json.dumps({"op": op, **request}) + "\n")
         self.server.stdin.flush()
-        return json.loads(self.server.stdout.readline())
+        answer = json.loads(self.server.stdout.readline())
+        if "error" in answer:
+            raise RuntimeError(f"{op}: {answer['error']}")
+        return answer
 
-    def server_command(self, command: str) -> None:
-        self.server.stdin.write(command + "\n")
-        self.server.stdin.flush()
-        self.server.stdout.readline()
+    def profile(self, prefix: str) -> list[subprocess.Popen]:
+        """py-spy (all threads, raw folded stacks) on the server and on one agent process."""
+        spy = Path(sys.executable).parent / "py-spy"
+        return [subprocess.Popen([str(spy), "record", "-p", str(proc.pid), "-r", "100", "-f", "raw",
+                                  "-o", f"{prefix}.{what}.txt"], stdout=subprocess.DEVNULL,
+                                 stderr=subprocess.DEVNULL)
+                for what, proc in (("server", self.server), ("agents", self.agents[-1]))]
+
+    def cpu(self) -> tuple[float, float]:
+        """CPU seconds so far of the server process and of all live agent processes."""
+        def used(pid: int) -> float:
+            try:
+                fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                return 0.0
+            return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return used(self.server.pid), sum(used(p.pid) for p in self.agents if p.poll() is None)
 
     def kill_victims(self) -> float:
         os.kill(self.agents[0].pid, signal.SIGKILL)
@@ -218,7 +138,7 @@ class Cluster:
         for proc in reversed(self.procs):
             if proc.poll() is None:
                 try:
-                    proc.stdin.write("quit\n")
+                    proc.stdin.write('{"op": "quit"}\n')
                     proc.stdin.close()
                 except (BrokenPipeError, OSError):
                     pass
@@ -232,48 +152,36 @@ class Cluster:
             self._etcd.stop()
 
 
-def converge(cluster: Cluster, text: str, expected: int, timeout: float) -> dict:
-    """Apply `text`; seconds until every wanted instance runs, and per instance (p50/p99)."""
-    view = cluster.view
+def converge(cluster: Cluster, text: str, expected: int, timeout: float, verbose: bool = False) -> dict:
+    """Apply `text` through the API; the server's view says when everything runs."""
+    cluster.ask("mark", verbose=verbose)
+    cpu0 = cluster.cpu()
     t0 = time.monotonic()
     cluster.apply(text)
     applied = time.monotonic()
-    done = view.wait(lambda: view.all_running(expected), timeout, f"{expected} instances running")
-    with view.cond:
-        per = [max(0.0, view.running_since[n] - t0) for n in view.wanted]
-        placed = max(view.placed_at[n] for n in view.wanted) - t0
-    return {"total": done - t0, "apply_call": applied - t0, "all_placed": placed,
-            "p50": _percentile(per, 0.5), "p99": _percentile(per, 0.99)}
+    figures = cluster.ask("converge", t0=t0, expected=expected, timeout=timeout, verbose=verbose)
+    cpu1 = cluster.cpu()
+    figures["server_cpu_s"], figures["agents_cpu_s"] = cpu1[0] - cpu0[0], cpu1[1] - cpu0[1]
+    if verbose:
+        print("timeline (s after apply: first, last, events): " + "; ".join(
+            f"{k} {a:.2f} {b:.2f} {n}" for k, (a, b, n) in figures.pop("timeline").items()), file=sys.stderr)
+    return {"apply_call": applied - t0, **figures}
 
 
 def fail_nodes(cluster: Cluster, ttl: float, timeout: float) -> dict:
-    """SIGKILL the victims' agent process: lease expiry → detection; then all of their instances
-    running on other nodes → re-placement."""
-    view = cluster.view
-    victims = set(cluster.victims)
-    with view.cond:
-        affected = {n for n, node in view.placed.items() if node in victims and n in view.wanted}
+    """SIGKILL the victims' agent process (no clean shutdown)."""
+    cluster.ask("affected", victims=cluster.victims)
     t_kill = cluster.kill_victims()
-    detected = view.wait(lambda: victims <= set(view.node_gone) and not victims & set(view.nodes),
-                         ttl * 3 + timeout, "lost nodes' leases expire")
-    with view.cond:
-        detected = max(view.node_gone[v] for v in victims)
-
-    def moved() -> bool:
-        return all(view.placed.get(n) not in (None, *victims) and n in view.running_since for n in affected)
-
-    recovered = view.wait(moved, timeout, f"{len(affected)} instances running elsewhere")
-    return {"killed_nodes": len(victims), "affected": len(affected), "detection": detected - t_kill,
-            "replacement": recovered - detected}
+    return cluster.ask("failure", victims=cluster.victims, t_kill=t_kill, ttl=ttl, timeout=timeout)
 
 
 def idle(cluster: Cluster, seconds: float) -> dict:
     """Store revisions (= write transactions) per second and CPU of server and runner, nothing changing."""
     time.sleep(2.0)  # let the last reports and ticks finish
-    rev0, s0 = cluster.client.json("Health")["revision"], cluster.server_stats()
+    rev0, s0 = cluster.client.json("Health")["revision"], cluster.ask("stats")
     t0 = time.monotonic()
     time.sleep(seconds)
-    rev1, s1 = cluster.client.json("Health")["revision"], cluster.server_stats()
+    rev1, s1 = cluster.client.json("Health")["revision"], cluster.ask("stats")
     span = time.monotonic() - t0
     runner = (s1["runner_cpu"] - s0["runner_cpu"]) / span
     return {"writes_per_s": (rev1 - rev0) / span, "runner_cpu": runner,
@@ -284,30 +192,37 @@ def one_run(args: argparse.Namespace) -> dict:
     nodes = cluster_nodes(args.nodes)
     with tempfile.TemporaryDirectory(prefix="cca-cluster-bench-") as tmp:
         started = time.monotonic()
-        cluster = Cluster(Path(tmp), nodes, args.store, args.ttl, args.kill, args.tick, args.start_delay)
+        cluster = Cluster(Path(tmp), nodes, args.store, args.ttl, args.kill, args.tick, args.start_delay,
+                          args.nodes_per_process)
         try:
-            view = cluster.view
-            view.wait(lambda: len(view.nodes) == len(nodes), args.timeout, f"{len(nodes)} nodes registered")
+            cluster.ask("nodes", count=len(nodes), timeout=args.timeout)
             figures: dict = {"nodes": len(nodes), "store": args.store,
                              "startup": time.monotonic() - started}
-            if args.profile:
-                cluster.server_command("profile-start")
+            spies = cluster.profile(args.profile) if args.profile else []
             text, count = services_text(args.instances)
             figures["instances"] = count
-            figures["converge"] = converge(cluster, text, count, args.timeout)
-            if args.profile:
-                cluster.server_command(f"profile-stop {args.profile}")
+            figures["converge"] = converge(cluster, text, count, args.timeout, args.verbose)
+            for spy in spies:
+                spy.send_signal(signal.SIGINT)
+                spy.wait()
             text, scaled = services_text(args.instances, 1.5)
-            figures["scale_up"] = {"instances": scaled, **converge(cluster, text, scaled, args.timeout)}
+            scale_up = converge(cluster, text, scaled, args.timeout, args.verbose)
+            figures["scale_up"] = {"instances": scaled, **scale_up}
             figures["idle"] = idle(cluster, args.idle)
             if args.kill:
                 figures["failure"] = fail_nodes(cluster, args.ttl, args.timeout)
-            stats = cluster.server_stats()
+            stats = cluster.ask("stats")
+            if args.verbose:
+                print(json.dumps(stats["controllers"], indent=1), file=sys.stderr)
             figures["server_peak_rss"] = stats["peak_rss"]
             figures["server_cpu_total"] = stats["cpu"]
             return figures
         finally:
             cluster.close()
+            if args.logs:
+                Path(args.logs).mkdir(parents=True, exist_ok=True)
+                for log in Path(tmp).glob("*.log"):
+                    shutil.copy(log, Path(args.logs) / log.name)
 
 
 def _median_of(runs: list[dict]) -> dict:
@@ -339,6 +254,8 @@ def report(fig: dict, runs: int, ttl: float) -> str:
              row("  per instance p50 / p99", f"{c['p50']:.2f}/{c['p99']:.2f} s", "—", None),
              row("  the Apply call returned / all placed at",
                  f"{c['apply_call']:.2f}/{c['all_placed']:.2f} s", "—", None),
+             row("  CPU used meanwhile: server+runner / agents",
+                 f"{c['server_cpu_s']:.1f}/{c['agents_cpu_s']:.1f} s", "—", None),
              row(f"scale-up +50% ({s['instances']} instances) → all running", f"{s['total']:.2f} s",
                  "—", None),
              row("  per instance p50 / p99", f"{s['p50']:.2f}/{s['p99']:.2f} s", "—", None),
@@ -368,10 +285,15 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--kill", type=int, default=1, help="nodes to kill (0: skip the failure part)")
     p.add_argument("--tick", type=float, default=1.0, help="agent loop tick (seconds)")
     p.add_argument("--start-delay", type=float, default=0.0, help="sim container start delay")
+    p.add_argument("--nodes-per-process", type=int, default=25,
+                   help="sim nodes per agent process (each node: its own TLS channel and threads)")
     p.add_argument("--idle", type=float, default=10.0, help="seconds of idle measurement")
     p.add_argument("--timeout", type=float, default=600.0, help="per phase (seconds)")
-    p.add_argument("--profile", help="write a pyinstrument profile of the server during convergence here")
+    p.add_argument("--profile", metavar="PREFIX",
+                   help="py-spy the server and one agent process during convergence (PREFIX.server.txt, …)")
     p.add_argument("--json", action="store_true", help="print the figures as JSON")
+    p.add_argument("--logs", metavar="DIR", help="keep the server's and agents' logs here")
+    p.add_argument("--verbose", action="store_true", help="print the runner's per-controller counters")
     return p
 
 

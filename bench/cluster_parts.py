@@ -3,8 +3,9 @@ process so its CPU and memory are its own) and `agents` (many sim-runtime nodes,
 `AgentLoop` with its own node certificate and mutual-TLS connection), plus the generated cluster.
 
 Run by bench/cluster_bench.py as `python bench/cluster_parts.py serve|agents ARGS`; the server
-answers `stats` on stdin with one JSON line (CPU seconds of the whole process and of the runner's
-threads, RSS), agents print `ready` once every node has registered.
+answers JSON requests on stdin, one line each (`stats`: CPU seconds of the whole process and of the
+runner's threads, RSS, controller counters; the waits of bench/cluster_view.py), agents print
+`ready` once every node's loop has started.
 """
 
 from __future__ import annotations
@@ -18,6 +19,9 @@ import sys
 import threading
 from dataclasses import dataclass
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+from cluster_view import ClusterView, command  # noqa: E402
 
 ZONES = ("a", "b", "c", "d")
 #: Wide enough for 1,000+ nodes at one /24 each (the default 10.88.0.0/16 holds 256).
@@ -90,10 +94,10 @@ def _thread_cpu(native_id: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def _stats() -> dict:
+def _stats(runner) -> dict:
     """CPU seconds of this process and of the runner's threads (loop, leader, cache pumps), RSS."""
     own = os.times()
-    runner = sum(_thread_cpu(t.native_id) for t in threading.enumerate()
+    runner_cpu = sum(_thread_cpu(t.native_id) for t in threading.enumerate()
                  if t.native_id and (t.name in ("runner", "leader-election") or "_pump" in t.name))
     rss = peak = 0
     for line in Path("/proc/self/status").read_text().splitlines():
@@ -101,7 +105,8 @@ def _stats() -> dict:
             rss = int(line.split()[1]) * 1024
         elif line.startswith("VmHWM:"):
             peak = int(line.split()[1]) * 1024
-    return {"cpu": own.user + own.system, "runner_cpu": runner, "rss": rss, "peak_rss": peak}
+    return {"cpu": own.user + own.system, "runner_cpu": runner_cpu, "rss": rss, "peak_rss": peak,
+            "controllers": {name: stats.as_dict() for name, stats in runner.stats.items()}}
 
 
 def serve(args: argparse.Namespace) -> None:
@@ -118,25 +123,18 @@ def serve(args: argparse.Namespace) -> None:
     api = ApiServer(store, ClusterFiles(Path(args.pki)), options).start()
     runner = Runner(store, default_controllers(ControllerConfig(cluster_cidr=CLUSTER_CIDR)))
     runner.start()
+    view = ClusterView()
+    threading.Thread(target=view.follow, args=(store, store.revision()), daemon=True).start()
     print(json.dumps({"listen": api.listen, "pid": os.getpid()}), flush=True)
-    profiler = None
     for line in sys.stdin:
-        command = line.strip()
-        if command == "stats":
-            print(json.dumps(_stats()), flush=True)
-        elif command == "profile-start":
-            from pyinstrument import Profiler
-
-            profiler = Profiler(interval=0.005, async_mode="disabled")
-            profiler.start()
-            print("{}", flush=True)
-        elif command.startswith("profile-stop"):
-            assert profiler is not None
-            profiler.stop()
-            Path(command.split(" ", 1)[1]).write_text(profiler.output_text(unicode=False, show_all=False))
-            print("{}", flush=True)
-        elif command == "quit":
+        request = json.loads(line)
+        if request["op"] == "quit":
             break
+        try:
+            answer = _stats(runner) if request["op"] == "stats" else command(view, request)
+        except Exception as exc:  # the driver reports it
+            answer = {"error": f"{type(exc).__name__}: {exc}"}
+        print(json.dumps(answer), flush=True)
     runner.stop()
     api.stop(0.5)
     store.close()
