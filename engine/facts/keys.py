@@ -76,14 +76,16 @@ def check_key(key: object, *, prefix: bool = False) -> str:
     return key
 
 
+# Built once: json.dumps with options constructs a new encoder per call (a quarter of a put's CPU).
+_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), allow_nan=False, ensure_ascii=False)
+
+
 def check_value(value: object) -> bytes:
     """Encode `value` as canonical JSON bytes, rejecting non-JSON and oversized documents."""
     if value is None:
         raise InvalidValue("value must be a JSON document, got None")
     try:
-        data = json.dumps(
-            value, sort_keys=True, separators=(",", ":"), allow_nan=False, ensure_ascii=False
-        ).encode()
+        data = _ENCODER.encode(value).encode()
     except (TypeError, ValueError) as exc:
         raise InvalidValue(f"value is not a JSON document: {exc}") from None
     if len(data) > MAX_VALUE_BYTES:
