@@ -251,3 +251,20 @@ def test_explain_service_too_big_for_any_node(tmp_path):
     assert big.blockers == ("no node is big enough for one replica: it needs 8000m cpu and 2048Mi memory; "
                             "the largest node has 4000m cpu, the most memory is 8192Mi",)
 
+
+
+def test_plan_is_identical_across_processes_and_hash_seeds():
+    import os
+    import subprocess
+    import sys
+
+    outputs = set()
+    for seed in ("1", "2"):
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        done = subprocess.run(
+            [sys.executable, "-m", "ccattler.cli.main", "plan", str(EXAMPLES / "shop.cca"),
+             str(EXAMPLES / "sim-cluster.cca"), "-o", "json"],
+            capture_output=True, text=True, env=env, check=True, timeout=120,
+        )
+        outputs.add(done.stdout)
+    assert len(outputs) == 1
