@@ -253,6 +253,7 @@ def test_explain_service_too_big_for_any_node(tmp_path):
 
 
 
+@pytest.mark.slow
 def test_plan_is_identical_across_processes_and_hash_seeds():
     import os
     import subprocess
