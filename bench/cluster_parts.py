@@ -117,9 +117,10 @@ def serve(args: argparse.Namespace) -> None:
     from ccattler.engine.store import open_store
 
     store = open_store(args.store)
-    # The sync gRPC server holds a thread per open stream: two per node (slice watch, heartbeat).
+    # The sync gRPC server holds a thread per open stream: per node the slice watch, the tunnel for
+    # logs/exec, and a heartbeat call.
     options = ServerOptions(listen="127.0.0.1:0", token_listen="127.0.0.1:0", metrics_listen=None,
-                            workers=2 * args.nodes + 64)
+                            workers=3 * args.nodes + 64)
     api = ApiServer(store, ClusterFiles(Path(args.pki)), options).start()
     runner = Runner(store, default_controllers(ControllerConfig(cluster_cidr=CLUSTER_CIDR)))
     runner.start()
