@@ -1,0 +1,122 @@
+"""The slice hub routes each store change to the nodes it concerns: a node sees its placements and
+addresses, the instance documents and service specs of what it runs, its own subnet; a move deletes
+from the old node and brings everything to the new one; a resumed watch that missed changes is told
+to resync. And a node may report an instance that moved to it from a dead node."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ccattler.engine.api.client import ApiError
+from ccattler.engine.api.gen.ccattler.v1 import api_pb2
+from ccattler.engine.api.slice import SliceHub
+from ccattler.engine.pki import NODE_LIFETIME, cert_pem, key_pem, new_key
+from ccattler.engine.store import open_store
+
+WEB = {"image": "busybox", "instances": 2}
+
+
+def placement(node, service="shop/web", instance="web-a1"):
+    return {"service": service, "instance": instance, "node": node}
+
+
+@pytest.fixture
+def store():
+    with open_store("sqlite://:memory:") as opened:
+        opened.txn((), [
+            ("desired/service/shop/web", WEB),
+            ("desired/service/shop/db", {"image": "busybox", "instances": 1}),
+            ("derived/instance/shop/web/web-a1", {"image": "busybox"}),
+            ("derived/instance/shop/db/db-0", {"image": "busybox"}),
+            ("derived/placement/shop/web-a1", placement("n1")),
+            ("derived/placement/shop/db-0", placement("n2", "shop/db", "db-0")),
+            ("derived/network/ip/shop/web-a1", {"node": "n1", "ip": "10.0.1.2"}),
+            ("derived/network/subnet/n1", {"node": "n1", "subnet": "10.0.1.0/24"}),
+            ("derived/network/subnet/n2", {"node": "n2", "subnet": "10.0.2.0/24"}),
+            ("derived/firewall/n2", {"rules": []}),
+        ], ())
+        yield opened
+
+
+def read_until(events, count):
+    return [next(events) for _ in range(count)]
+
+
+def initial(events):
+    seen = []
+    for event in events:
+        if event.kind == "synced":
+            return seen
+        seen.append((event.kind, event.key))
+    raise AssertionError("no synced event")
+
+
+def test_a_node_sees_what_it_runs_and_nothing_of_other_nodes(store):
+    hub = SliceHub(store)
+    try:
+        n1 = initial(hub.stream("n1", 0, lambda: True))
+        assert sorted(k for _, k in n1) == [
+            "derived/instance/shop/web/web-a1", "derived/network/ip/shop/web-a1",
+            "derived/network/subnet/n1", "derived/placement/shop/web-a1", "desired/service/shop/web"]
+    finally:
+        hub.close()
+
+
+def test_a_move_deletes_from_the_old_node_and_brings_everything_to_the_new_one(store):
+    hub = SliceHub(store)
+    try:
+        n1, n2 = hub.stream("n1", 0, lambda: True), hub.stream("n2", 0, lambda: True)
+        initial(n1), initial(n2)
+        store.put("derived/placement/shop/web-a1", placement("n2"))
+        gone = {(e.kind, e.key) for e in read_until(n1, 3)}
+        assert gone == {("delete", "derived/placement/shop/web-a1"), ("delete", "desired/service/shop/web"),
+                        ("delete", "derived/instance/shop/web/web-a1")}
+        came = {(e.kind, e.key): e.value for e in read_until(n2, 3)}
+        assert came[("put", "desired/service/shop/web")] == WEB
+        assert came[("put", "derived/placement/shop/web-a1")]["node"] == "n2"
+        assert ("put", "derived/instance/shop/web/web-a1") in came
+        store.put("derived/network/ip/shop/web-a1", {"node": "n2", "ip": "10.0.2.2"})
+        assert [(e.kind, e.key) for e in read_until(n1, 1)] == [("delete", "derived/network/ip/shop/web-a1")]
+        assert [(e.kind, e.value["ip"]) for e in read_until(n2, 1)] == [("put", "10.0.2.2")]
+        store.put("desired/service/shop/web", {**WEB, "instances": 3})  # only where it runs now
+        assert [e.value["instances"] for e in read_until(n2, 1)] == [3]
+    finally:
+        hub.close()
+
+
+def test_a_resumed_watch_that_missed_changes_is_told_to_resync(store):
+    hub = SliceHub(store)
+    try:
+        initial(hub.stream("n1", 0, lambda: True))
+        store.put("derived/placement/shop/web-b2", placement("n1", instance="web-b2"))
+        assert next(hub.stream("n1", 1, lambda: True)).kind == "resync"
+    finally:
+        hub.close()
+
+
+def test_a_node_may_report_an_instance_moved_to_it_from_a_dead_node(cluster, tmp_path):
+    ca = cluster.files.load_ca()
+    clients = {}
+    for node in ("n1", "n2"):
+        key = new_key()
+        (tmp_path / f"{node}.key").write_bytes(key_pem(key))
+        cert = ca.issue(key.public_key(), name=node, kind="node", lifetime=NODE_LIFETIME)
+        (tmp_path / f"{node}.crt").write_bytes(cert_pem(cert))
+        clients[node] = cluster.client(cert=str(tmp_path / f"{node}.crt"), key=str(tmp_path / f"{node}.key"))
+    key = "observed/instance/shop/web-a1"
+
+    def report(node):
+        obs = api_pb2.Observation(key=key, value_json=json.dumps({"node": node, "state": "running"}))
+        clients[node].unary(clients[node].agent, "Report", api_pb2.ReportRequest(observations=[obs]))
+
+    cluster.store.put("derived/placement/shop/web-a1", placement("n1"))
+    report("n1")
+    with pytest.raises(ApiError):  # not placed on n2: n1's document stays n1's
+        report("n2")
+    cluster.store.put("derived/placement/shop/web-a1", placement("n2"))  # n1 died; moved to n2
+    report("n2")
+    assert cluster.store.get(key).value["node"] == "n2"
+    for client in clients.values():
+        client.close()
