@@ -8,7 +8,7 @@ import signal
 import socket
 import threading
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -96,7 +96,7 @@ def up(
     _foreground(home, children)
 
 
-def _context(name: str, server: str, config) -> object:  # noqa: ANN001
+def _context(name: str, server: str, config: Any) -> Any:
     """The local cluster's admin context, made with `cca init` when it does not exist yet."""
     if name not in config.contexts:
         import contextlib
@@ -116,7 +116,7 @@ def _context(name: str, server: str, config) -> object:  # noqa: ANN001
     return ctx
 
 
-def _agent_args(layout, simulate: Path | None, nodes: int | None, ttl: float) -> list[str]:  # noqa: ANN001
+def _agent_args(layout: Any, simulate: Path | None, nodes: int | None, ttl: float) -> list[str]:
     args = ["agent", "--runtime", layout.runtime, "--state-dir", layout.state_dir, "--bridge", layout.bridge,
             "--ttl", str(ttl)]
     if layout.runc_root:
@@ -128,7 +128,7 @@ def _agent_args(layout, simulate: Path | None, nodes: int | None, ttl: float) ->
     return args + ["--context", f"node-{layout.nodes[0]}"]
 
 
-def _foreground(home: Path, children: dict) -> None:
+def _foreground(home: Path, children: dict[str, Any]) -> None:
     """Until Ctrl-C/SIGTERM or a child exits (e.g. `cca down` elsewhere), then stop everything."""
     from ccattler.cli import localcluster as lc
 
