@@ -1,0 +1,73 @@
+"""`cca logs SERVICE|INSTANCE [-f] [--tail N] [--tag k=v]`: container output from every node running
+it, through the API server (each line prefixed with its instance)."""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated
+
+import typer
+
+from ccattler.cli._common import (
+    ContextOpt,
+    ServerOpt,
+    TenantOpt,
+    TokenOpt,
+    client,
+    parse_tags,
+    reports_errors,
+)
+
+
+class _Lines:
+    """Prefixes whole lines with their instance; a partial line waits for its end."""
+
+    def __init__(self, prefix: bool) -> None:
+        self.prefix = prefix
+        self.pending: dict[str, bytes] = {}
+
+    def feed(self, instance: str, data: bytes) -> bytes:
+        text = self.pending.pop(instance, b"") + data
+        *lines, rest = text.split(b"\n")
+        if rest:
+            self.pending[instance] = rest
+        label = f"[{instance.split('/', 1)[-1]}] ".encode() if self.prefix else b""
+        return b"".join(label + line + b"\n" for line in lines)
+
+    def flush(self) -> bytes:
+        label = (lambda i: f"[{i.split('/', 1)[-1]}] ".encode()) if self.prefix else (lambda i: b"")
+        return b"".join(label(i) + rest + b"\n" for i, rest in self.pending.items())
+
+
+@reports_errors
+def logs(target: Annotated[str, typer.Argument(help="Service or instance (tenant/name for another tenant).")
+                           ] = "",
+         follow: Annotated[bool, typer.Option("--follow", "-f", help="Keep streaming new output.")] = False,
+         tail: Annotated[int, typer.Option("--tail", help="Lines from the end of each log (0: all).",
+                                           min=0)] = 0,
+         tag: Annotated[list[str] | None, typer.Option("--tag", help="KEY=VALUE: every service tagged so "
+                                                       "(repeatable).")] = None,
+         tenant: TenantOpt = "", context: ContextOpt = None, server: ServerOpt = None,
+         token: TokenOpt = None) -> None:
+    """Print (or follow) the output of a service's instances, wherever they run."""
+    from ccattler.engine.api.gen.ccattler.v1 import api_pb2
+
+    tags = parse_tags(tag)
+    if not target and not tags:
+        raise typer.BadParameter("name a service or an instance, or give --tag KEY=VALUE")
+    request = api_pb2.LogsRequest(target=target, tenant=tenant, follow=follow, tail=tail, tags=tags)
+    lines = _Lines(prefix=True)
+    out = sys.stdout.buffer
+    try:
+        with client(context, server, token) as api:
+            for chunk in api.stream(api.cluster, "Logs", request):
+                out.write(lines.feed(chunk.instance, chunk.data))
+                out.flush()
+    except KeyboardInterrupt:
+        pass
+    out.write(lines.flush())
+    out.flush()
+
+
+def register(app: typer.Typer) -> None:
+    app.command("logs")(logs)
