@@ -170,6 +170,9 @@ def agent(
                                                                        "/var/lib/ccattler as root).")] = None,
     token: Annotated[str | None, typer.Option("--token", help="Join with this join token first (the "
                                                               "certificate is kept in $CCA_HOME).")] = None,
+    token_server: Annotated[str | None, typer.Option("--token-server", help="The server's join listener "
+                                                                            "(default: the port after "
+                                                                            "--server).")] = None,
     ca: Annotated[Path | None, typer.Option("--ca", help="The cluster's CA certificate, to join with "
                                                          "--token (default: the current context's).")] = None,
     context: Annotated[str | None, typer.Option("--context", help="Context with the node "
@@ -214,7 +217,7 @@ def agent(
                                        restrictions=tuple(restrict or ()))}
     if token and len(documents) > 1:
         raise CcaError("--token joins one node; join simulated nodes first (`cca up --simulate` does)")
-    settings = [_settings(name or node_id, doc, server, token, ca, context)
+    settings = [_settings(name or node_id, doc, server, (token, token_server), ca, context)
                 for name, doc in documents.items()]
     agents = [NodeAgent(s, _core(s.name, kind, state / s.name if kind == "sim" else state, bridge, runc_root),
                         ttl, tick).start() for s in settings]
@@ -235,9 +238,10 @@ def agent(
                if kind != "sim" else "agent stopped", err=True)
 
 
-def _settings(node: str | None, document: Mapping[str, Any], server: str | None, token: str | None,
-              ca: Path | None, context: str | None) -> NodeSettings:
-    """Join first when given a token; otherwise find the node certificate."""
+def _settings(node: str | None, document: Mapping[str, Any], server: str | None,
+              join: tuple[str | None, str | None], ca: Path | None, context: str | None) -> NodeSettings:
+    """Join first when given a (token, token listener); otherwise find the node certificate."""
+    token, token_server = join
     if token:
         from ccattler.engine.clientconfig import load_config
 
@@ -248,7 +252,8 @@ def _settings(node: str | None, document: Mapping[str, Any], server: str | None,
             return NodeSettings(name, node_context(name, joined.name, server), dict(document))
         current = None if (ca and server) else load_config().context(None)
         address = server or current.server  # type: ignore[union-attr]
-        ctx = join_node(address, token, (ca or Path(current.ca)).resolve(), name)  # type: ignore[union-attr]
+        ca_file = (ca or Path(current.ca)).resolve()  # type: ignore[union-attr]
+        ctx = join_node(address, token, ca_file, name, token_server)
         return NodeSettings(name, ctx, dict(document))
     ctx = node_context(node, context, server)
     name = certificate_node(ctx)
