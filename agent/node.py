@@ -20,6 +20,7 @@ from ccattler.agent.images.store import ImageStore
 from ccattler.agent.net.node import NodeNetwork
 from ccattler.agent.reconcile import Backoff, Reconciler, SecretSource
 from ccattler.agent.runtime.base import Runtime
+from ccattler.agent.telemetry import Telemetry
 from ccattler.engine.facts import CcaError
 
 RUNTIMES = ("runc", "process", "sim")
@@ -138,6 +139,8 @@ class NodeCore:
         self.reconciler: Reconciler | None = None
         #: Where secret plaintexts come from (`AgentClient.fetch_secrets`; AgentLoop sets it).
         self.secret_source: SecretSource | None = None
+        #: Usage sampling (every 10 s; published on meaningful change or every 60 s).
+        self.telemetry = Telemetry(runtime)
         if not runtime.isolated_network:
             self.reconciler = self._reconciler(None)
 
@@ -155,7 +158,12 @@ class NodeCore:
                         for spec in desired.values()}
             self._ensure_network(subnet)
         assert self.reconciler is not None
-        return self.reconciler.reconcile(desired)
+        observed = self.reconciler.reconcile(desired)
+        self.telemetry.sample(spec.key for spec in desired.values()
+                              if observed[spec.observed_key]["state"] == "running")
+        for spec in desired.values():
+            observed[spec.observed_key]["usage"] = self.telemetry.usage(spec.key)
+        return observed
 
     def shutdown(self, remove: bool = False) -> None:
         """Stop reconciling; with `remove`, also remove every container and the node network."""
@@ -196,4 +204,4 @@ class NodeCore:
 
 def _pending(node: str, ip: str | None, reason: str) -> dict[str, Any]:
     return {"node": node, "state": "pending", "ip": ip, "restarts": 0, "reason": reason, "health": None,
-            "ready": False}
+            "ready": False, "usage": None}

@@ -94,10 +94,11 @@ class ContainerStatus:
 
 @dataclass(frozen=True, slots=True)
 class Usage:
-    """Resource usage of one container: cumulative cpu time and current memory."""
+    """Resource usage of one container: cumulative cpu time, current memory and process count."""
 
     cpu_seconds: float
     memory_bytes: int
+    pids: int = 0
 
 
 @dataclass(frozen=True, slots=True)

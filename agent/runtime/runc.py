@@ -229,7 +229,8 @@ class RuncRuntime(Runtime):
         data = json.loads(out).get("data", {})
         cpu = data.get("cpu", {}).get("usage", {}).get("total", 0)
         memory = data.get("memory", {}).get("usage", {}).get("usage", 0)
-        return Usage(cpu_seconds=cpu / 1e9, memory_bytes=int(memory))
+        pids = data.get("pids", {}).get("current", 0)
+        return Usage(cpu_seconds=cpu / 1e9, memory_bytes=int(memory), pids=int(pids))
 
     def exec(self, name: str, argv: list[str], timeout: float = 30.0) -> ExecResult:
         cid = container_id(name)
