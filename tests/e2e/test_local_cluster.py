@@ -62,7 +62,7 @@ def test_up_apply_restart_scale_down(root, shell, node_state: Path, network_name
 
         applied = shell.cca("apply", str(HELLO), "--wait", "--timeout", "60")
         assert "all instances ready" in applied.stderr
-        instances = shell.instances()
+        instances = json.loads(shell.cca("get", "instances", "-o", "json").stdout)
         assert len(instances) == 2 and {i["state"] for i in instances} == {"running"}
         for inst in instances:
             assert inst["name"].startswith("hello-") and inst["service"] == "default/hello"

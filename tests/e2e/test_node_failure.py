@@ -4,11 +4,12 @@ marked down and its instances run on the other node."""
 
 from __future__ import annotations
 
-import json
 import subprocess
 from pathlib import Path
 
 import pytest
+
+from ccattler.engine.facts import CcaError
 
 pytestmark = pytest.mark.e2e
 
@@ -21,8 +22,15 @@ SERVICE = """service web {
 
 
 def conditions(shell) -> dict[str, str]:  # noqa: ANN001
-    rows = json.loads(shell.cca("get", "nodes", "-o", "json").stdout)
-    return {row["name"]: row["condition"] for row in rows}
+    return {row["name"]: row["condition"] for row in shell.get("nodes")}
+
+
+def _answers(shell) -> bool:  # noqa: ANN001
+    try:
+        shell.get("nodes")
+        return True
+    except CcaError:
+        return False
 
 
 def test_killed_agent_lease_expires_and_instances_move(shell, port: int, wait, tmp_path: Path) -> None:
@@ -30,7 +38,7 @@ def test_killed_agent_lease_expires_and_instances_move(shell, port: int, wait, t
     processes = {"server": shell.spawn("server", "server", "--store", f"sqlite://{tmp_path}/state.db",
                                        "--metrics", "off")}
     try:
-        wait(lambda: shell.cca("status", check=False).returncode == 0, "the server", 60)
+        wait(lambda: _answers(shell), "the server", 60)
         for node in ("a", "b"):
             token = shell.cca("token", "create", "--ttl", "5m").stdout.strip()
             processes[node] = shell.spawn(node, "agent", "--runtime", "sim", "--node-id", node,
