@@ -219,13 +219,13 @@ def agent(
         raise CcaError("--token joins one node; join simulated nodes first (`cca up --simulate` does)")
     settings = [_settings(name or node_id, doc, server, (token, token_server), ca, context)
                 for name, doc in documents.items()]
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
     agents = [NodeAgent(s, _core(s.name, kind, state / s.name if kind == "sim" else state, bridge, runc_root),
                         ttl, tick).start() for s in settings]
     typer.echo(f"agent: {len(agents)} node(s) ({', '.join(s.name for s in settings)}), runtime {kind}, "
                f"server {settings[0].context.server}, state {state}", err=True)
-    stop = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
     while not stop.wait(RENEW_CHECK_SECONDS):
         for one in agents:
             try:
@@ -234,7 +234,7 @@ def agent(
                 log.warning("node %s: certificate renewal failed: %s", one.settings.name, exc)
     for one in agents:
         one.stop()
-    typer.echo("agent stopped; its containers keep running (`cca down` removes them)"
+    typer.echo("agent stopped; its containers keep running (`cca down` or `cca agent --cleanup` removes them)"
                if kind != "sim" else "agent stopped", err=True)
 
 
