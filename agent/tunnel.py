@@ -1,5 +1,5 @@
 """The node end of the agent tunnel (`Agent.Tunnel`, engine/api/tunnel.py): keeps one stream to the
-API server open and serves the logs and exec sessions the server opens down it, from this node's
+API server open and serves the logs, exec and inspect sessions the server opens down it, from this node's
 runtime. Started by `AgentLoop.run`; reconnects after `retry` seconds when the stream breaks.
 """
 
@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from ccattler.agent.debug import node_report
 from ccattler.agent.runtime.base import ContainerError, Runtime
 from ccattler.engine.api.gen.ccattler.v1 import api_pb2
 from ccattler.engine.facts import CcaError
@@ -84,7 +85,7 @@ class AgentTunnel:
     def _dispatch(self, down: api_pb2.TunnelDown, send: Send) -> None:
         if down.open:
             session = self._sessions[down.session] = _Session()
-            serve = {"logs": self._logs, "exec": self._exec}.get(down.open)
+            serve = {"logs": self._logs, "exec": self._exec, "inspect": self._inspect}.get(down.open)
             target = self._guard(serve, down.session, session, json.loads(down.request_json or "{}"), send)
             threading.Thread(target=target, name=f"cca-{down.open}-{down.session}", daemon=True).start()
             return
@@ -145,6 +146,11 @@ class AgentTunnel:
                 offset += len(data)
                 out(1, data)
         return None
+
+    def _inspect(self, session: _Session, request: dict[str, Any], out: Callable[[int, bytes], None]) -> None:
+        data = json.dumps(node_report(self.runtime)).encode()
+        for start in range(0, len(data), CHUNK):
+            out(1, data[start:start + CHUNK])
 
     def _exec(self, session: _Session, request: dict[str, Any], out: Callable[[int, bytes], None]) -> int:
         name, argv = str(request["instance"]), [str(a) for a in request["command"]]

@@ -12,12 +12,13 @@ from typing import Any
 from ccattler.engine import admission
 from ccattler.engine.admission.capabilities import OBJECT_CAPABILITY_KIND, ref_for
 from ccattler.engine.admission.model import Denied, ObjectRef, Principal
-from ccattler.engine.api import audit, views, workloads
+from ccattler.engine.api import audit, views
 from ccattler.engine.api.calls import Call
 from ccattler.engine.api.errors import BadRequest, NotFound
 from ccattler.engine.api.gen.ccattler.v1 import api_pb2
 from ccattler.engine.api.sources import wire_sources
 from ccattler.engine.api.tunnel import TunnelHub
+from ccattler.engine.api.workload_calls import WorkloadCalls
 from ccattler.engine.auth import (
     DEFAULT_JOIN_TTL,
     DEFAULT_USER_TTL,
@@ -65,7 +66,7 @@ def _tenant(request: Any) -> str:
     return tenant
 
 
-class ClusterService:
+class ClusterService(WorkloadCalls):
     """ccattler.v1.Cluster over one store."""
 
     def __init__(self, store: Store, keys: KeyProvider, tunnels: TunnelHub | None = None) -> None:
@@ -77,6 +78,8 @@ class ClusterService:
         if method == "Exec":
             return f"exec in {request.tenant + '/' if request.tenant else ''}{request.instance}: " + \
                 " ".join(request.command)
+        if method == "MetricSet":
+            return f"metric {request.name} of {request.service}"
         if method not in _AUDITED:
             return None
         if method in ("Apply", "Delete") and len(getattr(request, "sources", ())) > 0:
@@ -320,25 +323,6 @@ class ClusterService:
     def Audit(self, request: api_pb2.AuditRequest, call: Call) -> api_pb2.Json:
         self._allow(call, "audit.read")
         return _json({"items": audit.recent(self.store, request.limit or 100)})
-
-    # --- logs and exec, through the agents' tunnels ----------------------------------------------
-
-    def Logs(self, request: api_pb2.LogsRequest, call: Call) -> Iterator[api_pb2.LogChunk]:
-        targets = workloads.resolve(self.store, _tenant(request), request.target, dict(request.tags))
-        for service in sorted({t.service for t in targets}):
-            self._allow(call, "service.logs", service)
-        yield from workloads.stream_logs(self.tunnels, targets, request, call.context.is_active)
-
-    def Exec(self, requests: Iterator[api_pb2.ExecInput], call: Call) -> Iterator[api_pb2.ExecOutput]:
-        first = next(requests, None)
-        if first is None or not first.instance or not first.command:
-            raise BadRequest("exec needs an instance and a command")
-        ref = parse_service(first.instance, _tenant(first))
-        targets = workloads.resolve(self.store, ref.tenant, ref.full)
-        if len(targets) != 1 or targets[0].instance != ref.name:
-            raise BadRequest(f"{ref.full} is a service; exec needs one instance (cca get instances)")
-        self._allow(call, "service.exec", targets[0].service)
-        yield from workloads.relay_exec(self.tunnels, targets[0], first, requests, call.context.is_active)
 
 
 def _scope(tenant: str | None) -> str | None:

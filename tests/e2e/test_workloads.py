@@ -1,8 +1,9 @@
 """Workload features as a user meets them, on `cca up` with real runc: `cca logs -f` streams lines
 from two instances, `cca exec` runs a command (with stdin) and returns its exit code, a secret set
 with `cca secret set` is readable at its mount path and nowhere else (store, describe, process
-list), a failing readiness probe keeps an instance out of its endpoints and a failing liveness
-probe restarts it."""
+list), `cca top workloads` shows memory of running containers, `cca node-inspect` the node's
+runtime, `cca metric set` writes a metric, a failing readiness probe keeps an instance out of its
+endpoints and a failing liveness probe restarts it."""
 
 from __future__ import annotations
 
@@ -101,6 +102,22 @@ def test_logs_exec_secrets_probes(root, shell, node_state: Path, network_names, 
         assert SECRET not in shell.cca("describe", "service", "talk").stdout
         assert SECRET not in shell.cca("get", "instances", "-o", "json").stdout
         assert SECRET not in subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+
+        # cca top: usage the agent publishes; node-inspect asks the node's runtime; metric set
+        def talk_usage() -> list[dict]:
+            rows = json.loads(shell.cca("top", "workloads", "-o", "json").stdout)
+            used = [r for r in rows if r["service"] == "default/talk" and (r["memory"] or 0) > 0]
+            return used if len(used) == 2 else []
+
+        assert all(r["pids"] >= 1 for r in wait(talk_usage, "memory of both talk instances in top", 60))
+        node = talk[0]["node"]
+        assert node in shell.cca("top", "nodes").stdout
+        inspected = json.loads(shell.cca("node-inspect", node, "-o", "json").stdout)
+        held = {c["name"]: c for c in inspected["runtime"]["containers"]}
+        assert {f"default/{n}" for n in names} <= set(held) and inspected["runtime"]["runtime"] == "runc"
+        assert held[f"default/{names[0]}"]["state"] == "running" and held[f"default/{names[0]}"]["log_bytes"]
+        assert "observed/metric/default/talk/queue_depth/cli" in \
+            shell.cca("metric", "set", "talk", "queue_depth", "12.5").stdout
 
         # readiness gates endpoints; liveness restarts
         gated = wait(lambda: running("gated", 1), "the gated instance to run", 60)[0]

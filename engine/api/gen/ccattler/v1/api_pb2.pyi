@@ -220,6 +220,18 @@ class ExecOutput(_message.Message):
     exit_code: int
     def __init__(self, stdout: _Optional[bytes] = ..., stderr: _Optional[bytes] = ..., exited: _Optional[bool] = ..., exit_code: _Optional[int] = ...) -> None: ...
 
+class MetricRequest(_message.Message):
+    __slots__ = ("service", "tenant", "name", "value")
+    SERVICE_FIELD_NUMBER: _ClassVar[int]
+    TENANT_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    service: str
+    tenant: str
+    name: str
+    value: float
+    def __init__(self, service: _Optional[str] = ..., tenant: _Optional[str] = ..., name: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
+
 class JoinRequest(_message.Message):
     __slots__ = ("token", "node", "csr")
     TOKEN_FIELD_NUMBER: _ClassVar[int]

@@ -164,6 +164,21 @@ class ClusterStub:
                 request_serializer=ccattler_dot_v1_dot_api__pb2.ExecInput.SerializeToString,
                 response_deserializer=ccattler_dot_v1_dot_api__pb2.ExecOutput.FromString,
                 _registered_method=True)
+        self.Top = channel.unary_unary(
+                '/ccattler.v1.Cluster/Top',
+                request_serializer=ccattler_dot_v1_dot_api__pb2.GetRequest.SerializeToString,
+                response_deserializer=ccattler_dot_v1_dot_api__pb2.Json.FromString,
+                _registered_method=True)
+        self.MetricSet = channel.unary_unary(
+                '/ccattler.v1.Cluster/MetricSet',
+                request_serializer=ccattler_dot_v1_dot_api__pb2.MetricRequest.SerializeToString,
+                response_deserializer=ccattler_dot_v1_dot_api__pb2.Json.FromString,
+                _registered_method=True)
+        self.NodeInspect = channel.unary_unary(
+                '/ccattler.v1.Cluster/NodeInspect',
+                request_serializer=ccattler_dot_v1_dot_api__pb2.GetRequest.SerializeToString,
+                response_deserializer=ccattler_dot_v1_dot_api__pb2.Json.FromString,
+                _registered_method=True)
 
 
 class ClusterServicer:
@@ -325,6 +340,26 @@ class ClusterServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Top(self, request, context):
+        """kind "workloads" or "nodes"; tenant, all_tenants and tags select as in Get.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def MetricSet(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def NodeInspect(self, request, context):
+        """name is the node: its runtime's own view, asked through its tunnel.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ClusterServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -457,6 +492,21 @@ def add_ClusterServicer_to_server(servicer, server):
                     servicer.Exec,
                     request_deserializer=ccattler_dot_v1_dot_api__pb2.ExecInput.FromString,
                     response_serializer=ccattler_dot_v1_dot_api__pb2.ExecOutput.SerializeToString,
+            ),
+            'Top': grpc.unary_unary_rpc_method_handler(
+                    servicer.Top,
+                    request_deserializer=ccattler_dot_v1_dot_api__pb2.GetRequest.FromString,
+                    response_serializer=ccattler_dot_v1_dot_api__pb2.Json.SerializeToString,
+            ),
+            'MetricSet': grpc.unary_unary_rpc_method_handler(
+                    servicer.MetricSet,
+                    request_deserializer=ccattler_dot_v1_dot_api__pb2.MetricRequest.FromString,
+                    response_serializer=ccattler_dot_v1_dot_api__pb2.Json.SerializeToString,
+            ),
+            'NodeInspect': grpc.unary_unary_rpc_method_handler(
+                    servicer.NodeInspect,
+                    request_deserializer=ccattler_dot_v1_dot_api__pb2.GetRequest.FromString,
+                    response_serializer=ccattler_dot_v1_dot_api__pb2.Json.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1161,6 +1211,87 @@ class Cluster:
             '/ccattler.v1.Cluster/Exec',
             ccattler_dot_v1_dot_api__pb2.ExecInput.SerializeToString,
             ccattler_dot_v1_dot_api__pb2.ExecOutput.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Top(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ccattler.v1.Cluster/Top',
+            ccattler_dot_v1_dot_api__pb2.GetRequest.SerializeToString,
+            ccattler_dot_v1_dot_api__pb2.Json.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def MetricSet(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ccattler.v1.Cluster/MetricSet',
+            ccattler_dot_v1_dot_api__pb2.MetricRequest.SerializeToString,
+            ccattler_dot_v1_dot_api__pb2.Json.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def NodeInspect(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ccattler.v1.Cluster/NodeInspect',
+            ccattler_dot_v1_dot_api__pb2.GetRequest.SerializeToString,
+            ccattler_dot_v1_dot_api__pb2.Json.FromString,
             options,
             channel_credentials,
             insecure,

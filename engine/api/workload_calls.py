@@ -1,0 +1,105 @@
+"""The workload calls of ccattler.v1.Cluster, mixed into `ClusterService`: `Logs` and `Exec`
+(through the agents' tunnels), `Top` (usage the agents observe), `MetricSet` (`cca metric set`) and
+`NodeInspect` (a node runtime's own view, asked through its tunnel)."""
+
+from __future__ import annotations
+
+import json
+import queue
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from ccattler.engine.api import top, workloads
+from ccattler.engine.api.calls import Call
+from ccattler.engine.api.errors import BadRequest, NotFound
+from ccattler.engine.api.gen.ccattler.v1 import api_pb2
+from ccattler.engine.api.tunnel import TunnelHub
+from ccattler.engine.facts import DEFAULT_TENANT, CcaError, parse_service
+from ccattler.engine.store import Store
+
+INSPECT_TIMEOUT = 15.0
+
+
+def _tenant(request: Any) -> str:
+    tenant = request.tenant or DEFAULT_TENANT
+    parse_service("x", tenant)  # checks the tenant name
+    return tenant
+
+
+class WorkloadCalls:
+    """Needs `store`, `tunnels` and `_allow(call, capability, resource)` from the service."""
+
+    store: Store
+    tunnels: TunnelHub
+    _allow: Callable[..., None]  # (call, capability, resource): raises unless allowed
+
+    def Logs(self, request: api_pb2.LogsRequest, call: Call) -> Iterator[api_pb2.LogChunk]:
+        targets = workloads.resolve(self.store, _tenant(request), request.target, dict(request.tags))
+        for service in sorted({t.service for t in targets}):
+            self._allow(call, "service.logs", service)
+        yield from workloads.stream_logs(self.tunnels, targets, request, call.context.is_active)
+
+    def Exec(self, requests: Iterator[api_pb2.ExecInput], call: Call) -> Iterator[api_pb2.ExecOutput]:
+        first = next(requests, None)
+        if first is None or not first.instance or not first.command:
+            raise BadRequest("exec needs an instance and a command")
+        ref = parse_service(first.instance, _tenant(first))
+        targets = workloads.resolve(self.store, ref.tenant, ref.full)
+        if len(targets) != 1 or targets[0].instance != ref.name:
+            raise BadRequest(f"{ref.full} is a service; exec needs one instance (cca get instances)")
+        self._allow(call, "service.exec", targets[0].service)
+        yield from workloads.relay_exec(self.tunnels, targets[0], first, requests, call.context.is_active)
+
+    def Top(self, request: api_pb2.GetRequest, call: Call) -> api_pb2.Json:
+        if request.kind == "nodes":
+            self._allow(call, "node.read")
+            rows = top.nodes(self.store)
+        elif request.kind == "workloads":
+            tenant = None if request.all_tenants else _tenant(request)
+            self._allow(call, "service.read", f"{tenant}/*" if tenant else None)
+            rows = top.workloads(self.store, tenant, dict(request.tags))
+        else:
+            raise BadRequest(f"top shows nodes or workloads, not {request.kind!r}")
+        return api_pb2.Json(json=json.dumps({"kind": request.kind, "items": rows}))
+
+    def MetricSet(self, request: api_pb2.MetricRequest, call: Call) -> api_pb2.Json:
+        ref = parse_service(request.service, _tenant(request))
+        try:
+            parse_service(request.name)  # a metric name is one key segment
+        except CcaError as exc:
+            raise BadRequest(f"metric name: {exc}") from None
+        if "/" in request.name:
+            raise BadRequest(f"metric name {request.name!r} must not contain '/'")
+        if self.store.get(f"desired/service/{ref.tenant}/{ref.name}") is None:
+            raise NotFound(f"service {ref.full} is not declared")
+        self._allow(call, "service.update", ref.full)
+        key = f"observed/metric/{ref.tenant}/{ref.name}/{request.name}/cli"
+        revision = self.store.put(key, {"value": request.value, "time": time.time(), "source": "cli"})
+        return api_pb2.Json(json=json.dumps({"key": key, "revision": revision}))
+
+    def NodeInspect(self, request: api_pb2.GetRequest, call: Call) -> api_pb2.Json:
+        self._allow(call, "node.read")
+        node = request.name
+        observed = self.store.get(f"observed/node/{node}") if node else None
+        condition = self.store.get(f"derived/node/{node}") if node else None
+        if observed is None and condition is None:
+            raise NotFound(f"node {node!r} is not known (cca get nodes)")
+        session = self.tunnels.open(node, "inspect", {}, node)
+        data, deadline = b"", time.monotonic() + INSPECT_TIMEOUT
+        try:
+            while True:
+                try:
+                    _, up = session.output.get(timeout=max(0.0, deadline - time.monotonic()))
+                except queue.Empty:
+                    raise CcaError(f"node {node} did not answer within {INSPECT_TIMEOUT:g}s") from None
+                data += up.data
+                if up.closed:
+                    if up.error:
+                        raise CcaError(f"node {node}: {up.error}")
+                    break
+        finally:
+            session.cancel()
+        return api_pb2.Json(json=json.dumps({
+            "node": node, "observed": observed.value if observed else None,
+            "condition": condition.value if condition else None, "runtime": json.loads(data or b"{}")}))
