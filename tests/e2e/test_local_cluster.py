@@ -46,6 +46,14 @@ def links() -> str:
     return subprocess.run(["ip", "-o", "link"], capture_output=True, text=True, check=True).stdout
 
 
+def alive(pid: int) -> bool:
+    """Running or sleeping; an exited child not yet reaped by init (a zombie) has ended."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
 def test_up_apply_restart_scale_down(root, shell, node_state: Path, network_names, port: int, wait,
                                      tmp_path: Path) -> None:
     bridge, cidr = network_names
@@ -102,4 +110,4 @@ def test_up_apply_restart_scale_down(root, shell, node_state: Path, network_name
     assert str(node_state) not in Path("/proc/self/mounts").read_text()
     assert not nat.exists(bridge)
     assert not list((shell.home / "run").glob("*.pid"))
-    assert len(pids) == 2 and not [pid for pid in pids if Path(f"/proc/{pid}").exists()], "processes left"
+    assert len(pids) == 2 and not [pid for pid in pids if alive(pid)], "processes left"
