@@ -191,6 +191,9 @@ def agent(
     cleanup: Annotated[bool, typer.Option("--cleanup", help="Remove every container and the node network "
                                                             "of this state dir, then exit (agent stopped).")
                        ] = False,
+    debug: Annotated[bool, typer.Option("--debug", help="Print the runtime's view of this state dir "
+                                                        "(containers, pids, usage, log sizes) as JSON, "
+                                                        "then exit.")] = False,
 ) -> None:
     """Run a node agent until SIGTERM/SIGINT (its containers keep running after it stops)."""
     from ccattler.agent.node import RUNTIMES, default_runtime_kind, node_document
@@ -203,6 +206,15 @@ def agent(
     if (simulate or nodes) and kind != "sim":
         raise typer.BadParameter("--simulate/--nodes need --runtime sim", param_hint="--runtime")
     state = (state_dir or default_state_dir()).resolve()
+    if debug:
+        import json
+
+        from ccattler.agent.debug import node_report
+        from ccattler.agent.images.store import ImageStore
+        from ccattler.agent.node import make_runtime
+
+        typer.echo(json.dumps(node_report(make_runtime(kind, state, ImageStore(state), runc_root)), indent=2))
+        return
     if cleanup:
         from ccattler.agent.node import cleanup_node
 
