@@ -72,9 +72,10 @@ class AgentClient:
     def watch_slice(self, from_revision: int = 0) -> Iterator[dict[str, Any]]:
         """The node's slice: with 0, every current fact as `put`, then `synced`, then changes."""
         request = api_pb2.WatchRequest(from_revision=from_revision)
-        for event in self.client.stream(self.client.agent, "WatchSlice", request):
-            yield {"kind": event.kind, "key": event.key, "revision": event.revision,
-                   "value": json.loads(event.value_json) if event.value_json else None}
+        for message in self.client.stream(self.client.agent, "WatchSlice", request):
+            for event in message.events if message.kind == "batch" else (message,):
+                yield {"kind": event.kind, "key": event.key, "revision": event.revision,
+                       "value": json.loads(event.value_json) if event.value_json else None}
 
     def report(self, observations: Mapping[str, Any | None]) -> int:
         """Write observed documents (None deletes) in one transaction; returns its revision."""

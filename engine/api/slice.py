@@ -7,8 +7,9 @@ secrets or other nodes' placements and rules.
 nodes it concerns (a thousand agents cost one store watch, and each gets only its own changes).
 When a placement moves, the old node gets deletes for it (and for the service spec it no longer
 needs); the new node gets the placement, the instance document and, the first time, the spec.
-A resumed watch that missed changes gets `resync` (the agent re-reads from revision 0).
-Knob: `MAX_PENDING`, the backlog after which a slow subscriber is told to resync.
+A resumed watch that missed changes gets `resync` (the agent re-reads from revision 0). Knobs:
+`MAX_PENDING`, the backlog after which a slow subscriber is told to resync; `BATCH`, the most
+events sent in one message.
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ _INSTANCES, _SERVICES, _SUBNETS = "derived/instance/", "desired/service/", "deri
 _OWN = ("derived/firewall/", "derived/node/", "desired/node/")
 _ROUTED = (_PLACEMENTS, _ADDRESSES, _INSTANCES, _SERVICES, _SUBNETS, *_SHARED, *_OWN)
 MAX_PENDING = 100_000
+#: Events per WatchSlice message at most (one gRPC message costs far more than one event in it).
+BATCH = 1_000
 
 
 class _Subscriber:
@@ -49,11 +52,12 @@ class _Subscriber:
                 self.events.append(Event("resync", "", None, newest))
             self.cond.notify_all()
 
-    def get(self, timeout: float) -> Event | None:
+    def get(self, timeout: float, limit: int = 1) -> list[Event]:
+        """Up to `limit` queued events, waiting up to `timeout` for the first."""
         with self.cond:
             if not self.events:
                 self.cond.wait(timeout)
-            return self.events.popleft() if self.events else None
+            return [self.events.popleft() for _ in range(min(limit, len(self.events)))]
 
 
 def _instance_of(key: str) -> str:
@@ -85,6 +89,12 @@ class SliceHub:
     # -- subscribing ---------------------------------------------------------------------------
     def stream(self, node: str, from_revision: int, active: Callable[[], bool]) -> Iterator[Event]:
         """Events of `node`'s slice after `from_revision`; with 0, the current slice as puts first."""
+        for batch in self.batches(node, from_revision, active, 1):
+            yield from batch
+
+    def batches(self, node: str, from_revision: int, active: Callable[[], bool], limit: int = BATCH
+                ) -> Iterator[list[Event]]:
+        """The same events in lists of up to `limit`: whatever is queued when the consumer asks."""
         sub = _Subscriber(node)
         with self._lock:
             self._start()
@@ -95,9 +105,9 @@ class SliceHub:
             self._subs[node].add(sub)
         try:
             while active():
-                event = sub.get(timeout=1.0)
-                if event is not None:
-                    yield event
+                batch = sub.get(1.0, limit)
+                if batch:
+                    yield batch
         finally:
             with self._lock:
                 self._subs[node].discard(sub)

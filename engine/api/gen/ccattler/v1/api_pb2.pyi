@@ -90,16 +90,18 @@ class WatchRequest(_message.Message):
     def __init__(self, prefix: _Optional[str] = ..., from_revision: _Optional[int] = ...) -> None: ...
 
 class Event(_message.Message):
-    __slots__ = ("kind", "key", "value_json", "revision")
+    __slots__ = ("kind", "key", "value_json", "revision", "events")
     KIND_FIELD_NUMBER: _ClassVar[int]
     KEY_FIELD_NUMBER: _ClassVar[int]
     VALUE_JSON_FIELD_NUMBER: _ClassVar[int]
     REVISION_FIELD_NUMBER: _ClassVar[int]
+    EVENTS_FIELD_NUMBER: _ClassVar[int]
     kind: str
     key: str
     value_json: str
     revision: int
-    def __init__(self, kind: _Optional[str] = ..., key: _Optional[str] = ..., value_json: _Optional[str] = ..., revision: _Optional[int] = ...) -> None: ...
+    events: _containers.RepeatedCompositeFieldContainer[Event]
+    def __init__(self, kind: _Optional[str] = ..., key: _Optional[str] = ..., value_json: _Optional[str] = ..., revision: _Optional[int] = ..., events: _Optional[_Iterable[_Union[Event, _Mapping]]] = ...) -> None: ...
 
 class ExplainRequest(_message.Message):
     __slots__ = ("target", "tenant")
