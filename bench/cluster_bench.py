@@ -54,7 +54,7 @@ class Cluster:
         if store == "etcd":
             from ccattler.engine.store.etcd_process import EtcdProcess
 
-            self._etcd = EtcdProcess(str(root / "etcd")).start()
+            self._etcd = EtcdProcess().start()  # its own temporary data directory
             url = self._etcd.url
         else:
             url = f"sqlite://{root}/state.db"

@@ -120,7 +120,7 @@ def serve(args: argparse.Namespace) -> None:
     # The sync gRPC server holds a thread per open stream: per node the slice watch, the tunnel for
     # logs/exec, and a heartbeat call.
     options = ServerOptions(listen="127.0.0.1:0", token_listen="127.0.0.1:0", metrics_listen=None,
-                            workers=3 * args.nodes + 64)
+                            workers=4 * args.nodes + 128)
     api = ApiServer(store, ClusterFiles(Path(args.pki)), options).start()
     runner = Runner(store, default_controllers(ControllerConfig(cluster_cidr=CLUSTER_CIDR)))
     runner.start()
