@@ -4,7 +4,8 @@ this node, and says what it observes.
 Each `reconcile(desired)` starts what is missing, replaces what changed, stops and removes what is
 no longer placed (orphans included, running or stopped), restarts what exited or failed its
 startup/liveness probe with exponential backoff (the observed `reason` says why and when it
-retries), reports readiness and health from the probes (`probes.Prober`), and garbage-collects
+retries), rewrites rotated secret files of running instances every `secret_refresh` seconds,
+reports readiness and health from the probes (`probes.Prober`), and garbage-collects
 leftovers on the first call and every `gc_interval` seconds. It returns the complete set of
 `observed/instance` documents for this node. Knobs: `Backoff`, `stop_timeout`, `workers`
 (parallel starts/stops).
@@ -54,6 +55,7 @@ class _Record:
     reason: str | None = None
     running_since: float | None = None
     verdict: Verdict | None = None
+    secrets_at: float = 0.0  # when its secret values were last fetched
 
 
 class Reconciler:
@@ -67,13 +69,13 @@ class Reconciler:
     def __init__(self, node: str, runtime: Runtime, network: NodeNetwork | None = None, *,
                  backoff: Backoff = Backoff(), stop_timeout: float = 5.0, workers: int = 8,
                  gc_interval: float = 60.0, clock: Callable[[], float] = time.monotonic,
-                 secrets: SecretSource | None = None):
+                 secrets: SecretSource | None = None, secret_refresh: float = 15.0):
         if runtime.isolated_network and network is None:
             raise CcaError(f"the {runtime.kind} runtime needs the node network (NodeNetwork)")
         self.node, self.runtime, self.network = node, runtime, network
         self.backoff, self.stop_timeout, self.clock = backoff, stop_timeout, clock
         self.gc_interval = gc_interval
-        self.secrets = secrets
+        self.secrets, self.secret_refresh = secrets, secret_refresh
         self._records: dict[str, _Record] = {}
         # workers=1 runs everything inline: sim nodes (hundreds per process) need no threads.
         self._pool = ThreadPoolExecutor(workers, thread_name_prefix="cca-reconcile") if workers > 1 else None
@@ -108,6 +110,12 @@ class Reconciler:
                     self._probe(spec, record, now)
             self._remove(removals)
             self._each(lambda job: self._start(*job), starts)
+            rotations = [spec for name, spec in desired.items() if spec.secrets and name in statuses
+                         and statuses[name].state == "running" and name not in removals
+                         and now - self._records[name].secrets_at >= self.secret_refresh]
+            for spec in rotations:
+                self._records[spec.key].secrets_at = now
+            self._each(self._refresh_secrets, rotations)
             for name in set(self._records) - set(desired):
                 del self._records[name]
                 self.prober.forget(name)
@@ -192,6 +200,7 @@ class Reconciler:
                     return
                 assert self.network is not None
                 netns = self.network.attach(spec.key, spec.ip).netns_path
+            record.secrets_at = self.clock()
             self.runtime.create(spec.container(netns, self._secret_files(spec)))
             self.runtime.start(spec.key)
             record.retry_at = 0.0
@@ -216,6 +225,16 @@ class Reconciler:
             raise CcaError(f"{spec.key} needs secrets and this node has no way to fetch them")
         return tuple(SecretFile(mount or f"/run/secrets/{name.rsplit('/', 1)[-1]}", value)
                      for name, value, mount in self.secrets(spec.key))
+
+    def _refresh_secrets(self, spec: InstanceSpec) -> None:
+        """Fetch the instance's secrets again and overwrite the files whose value was rotated."""
+        try:
+            changed = self.runtime.refresh_secrets(spec.key, self._secret_files(spec))
+        except (CcaError, OSError) as exc:  # the next period tries again
+            log.warning("refreshing the secrets of %s: %s", spec.key, exc)
+            return
+        if changed:
+            log.info("%s: %d rotated secret file(s) rewritten", spec.key, changed)
 
     def _remove(self, names: list[str]) -> None:
         """Stop all of `names` within one grace period, then remove them and their networks."""

@@ -148,6 +148,11 @@ class Runtime(abc.ABC):
     def logs(self, name: str, tail_bytes: int | None = None) -> bytes:
         """The container's combined stdout and stderr (the last `tail_bytes` if given)."""
 
+    def refresh_secrets(self, name: str, secrets: tuple[SecretFile, ...]) -> int:
+        """Overwrite the container's secret files whose value changed (rotation); returns how many.
+        `secrets` are the same names in the same order as at creation."""
+        return 0
+
     def log_path(self, name: str) -> Path:
         """The file the container's stdout and stderr append to (rotated to `<file>.1`)."""
         raise ContainerError(f"the {self.kind} runtime keeps no container logs")

@@ -25,9 +25,11 @@ from ccattler.agent.runtime.base import (
     ContainerStatus,
     ExecResult,
     Runtime,
+    SecretFile,
     Usage,
     container_id,
 )
+from ccattler.agent.runtime.secrets import overwrite
 
 _TICKS = os.sysconf("SC_CLK_TCK")
 _PAGE = os.sysconf("SC_PAGE_SIZE")
@@ -167,6 +169,11 @@ class ProcessRuntime(Runtime):
         except OSError as exc:
             raise ContainerError(f"exec in {name}: {exc}") from None
         return ExecResult(result.returncode, result.stdout, result.stderr)
+
+    def refresh_secrets(self, name: str, secrets: tuple[SecretFile, ...]) -> int:
+        root = self.dirs / container_id(name) / "root"
+        return sum(overwrite(root.joinpath(*[p for p in s.path.split("/") if p not in ("", ".")]), s.value)
+                   for s in secrets)
 
     def exec_process(self, name: str, argv: list[str], tty: bool = False) -> subprocess.Popen[bytes]:
         folder = self.dirs / container_id(name)

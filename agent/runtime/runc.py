@@ -30,12 +30,13 @@ from ccattler.agent.runtime.base import (
     ContainerStatus,
     ExecResult,
     Runtime,
+    SecretFile,
     Usage,
     container_id,
 )
 from ccattler.agent.runtime.oci_spec import runtime_config
 from ccattler.agent.runtime.reaper import describe, process_reaper
-from ccattler.agent.runtime.secrets import mount_secrets, unmount_secrets
+from ccattler.agent.runtime.secrets import mount_secrets, refresh_secrets, unmount_secrets
 from ccattler.engine.facts import CcaError
 
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -242,6 +243,9 @@ class RuncRuntime(Runtime):
         except subprocess.TimeoutExpired:
             raise ContainerError(f"exec in {name} did not finish within {timeout:g}s") from None
         return ExecResult(result.returncode, result.stdout, result.stderr)
+
+    def refresh_secrets(self, name: str, secrets: tuple[SecretFile, ...]) -> int:
+        return refresh_secrets(self.bundles / container_id(name), secrets)
 
     def exec_process(self, name: str, argv: list[str], tty: bool = False) -> subprocess.Popen[bytes]:
         cid = container_id(name)

@@ -47,3 +47,25 @@ def unmount_secrets(bundle: Path) -> None:
     folder = bundle / "secrets"
     if os.path.ismount(folder):
         _libc.umount2(str(folder).encode(), _MNT_DETACH)
+
+
+def refresh_secrets(bundle: Path, secrets: tuple[SecretFile, ...]) -> int:
+    """Overwrite changed plaintexts in place (a bind mount pins the inode: never replace the file);
+    returns how many changed. Does nothing when the container has no secrets tmpfs."""
+    folder = bundle / "secrets"
+    if not os.path.ismount(folder):
+        return 0
+    return sum(overwrite(folder / str(index), secret.value) for index, secret in enumerate(secrets))
+
+
+def overwrite(path: Path, value: bytes) -> bool:
+    """Rewrite `path` in place with `value` when it differs; True when it did."""
+    try:
+        if path.read_bytes() == value:
+            return False
+    except FileNotFoundError:
+        return False  # not one of this container's secrets
+    fd = os.open(path, os.O_WRONLY | os.O_TRUNC)
+    with os.fdopen(fd, "wb") as out:
+        out.write(value)
+    return True

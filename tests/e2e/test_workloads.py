@@ -1,9 +1,10 @@
 """Workload features as a user meets them, on `cca up` with real runc: `cca logs -f` streams lines
 from two instances, `cca exec` runs a command (with stdin) and returns its exit code, a secret set
 with `cca secret set` is readable at its mount path and nowhere else (store, describe, process
-list), `cca top workloads` shows memory of running containers, `cca node-inspect` the node's
-runtime, `cca metric set` writes a metric, a failing readiness probe keeps an instance out of its
-endpoints and a failing liveness probe restarts it."""
+list), a rotation rewrites the file in the running container and it is gone after stop, `cca top
+workloads` shows memory of running containers, `cca node-inspect` the node's runtime, `cca metric
+set` writes a metric, a failing readiness probe keeps an instance out of its endpoints and a
+failing liveness probe restarts it."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ pytestmark = pytest.mark.e2e
 
 CCA = (sys.executable, "-m", "ccattler.cli.main")
 SECRET = "s3cr3t-7d1e-value"
+ROTATED = "r0tated-44b2-value"
 APP = """
 secret token
 service talk {
@@ -103,6 +105,12 @@ def test_logs_exec_secrets_probes(root, shell, node_state: Path, network_names, 
         assert SECRET not in shell.cca("get", "instances", "-o", "json").stdout
         assert SECRET not in subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
 
+        # rotation: the agent overwrites the file in the running container
+        subprocess.run([*CCA, "secret", "set", "token"], input=ROTATED.encode(), env=shell.env, check=True,
+                       capture_output=True)
+        wait(lambda: shell.cca("exec", names[0], "--", "cat", "/run/secrets/token").stdout == ROTATED,
+             "the rotated secret in the running container", 60)
+
         # cca top: usage the agent publishes; node-inspect asks the node's runtime; metric set
         def talk_usage() -> list[dict]:
             rows = json.loads(shell.cca("top", "workloads", "-o", "json").stdout)
@@ -131,3 +139,5 @@ def test_logs_exec_secrets_probes(root, shell, node_state: Path, network_names, 
         wait(lambda: endpoints(shell.home, "gated") == [], "the restarted instance to leave endpoints")
     finally:
         shell.cca("down")
+    mounts = Path("/proc/self/mounts").read_text()
+    assert str(node_state) not in mounts, "a secrets tmpfs (or another mount) outlived its container"
