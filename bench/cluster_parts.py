@@ -144,6 +144,8 @@ def serve(args: argparse.Namespace) -> None:
 # -- an agents process -------------------------------------------------------------------------
 
 def agents(args: argparse.Namespace) -> None:
+    import grpc._common
+
     from ccattler.agent.loop import AgentLoop
     from ccattler.agent.node import NodeCore, node_document
     from ccattler.agent.runtime.sim import SimProfile, SimRuntime
@@ -151,6 +153,10 @@ def agents(args: argparse.Namespace) -> None:
     from ccattler.engine.api.client import Client
     from ccattler.engine.clientconfig import Context
 
+    # gRPC's blocking stream iterators wake every 0.1 s (so a signal is noticed soon); with two
+    # streams open per node (slice watch, tunnel) a host simulating 25 nodes wakes 500 times a
+    # second, all contending for one GIL. A real agent hosts one node and pays this once.
+    grpc._common.MAXIMUM_WAIT_TIMEOUT = 1.0
     specs = [NodeSpec(**{**spec, "restrictions": tuple(spec["restrictions"])})
              for spec in json.loads(Path(args.nodes_file).read_text())]
     stop = threading.Event()
