@@ -35,7 +35,8 @@ class InstanceSpec:
     memory: int = 0
     ip: str | None = None
     probes: tuple[Probe, ...] = ()  # not part of the hash: changing a probe does not restart
-    secrets: tuple[str, ...] = ()  # names; the values are fetched when the container starts
+    #: Secret names and `connection:<t>/<n>`s; the values are fetched when the container starts.
+    secrets: tuple[str, ...] = ()
     #: A hash of everything that shapes the container: a change means replace it (set on creation).
     spec_hash: str = field(init=False, default="", compare=False)
 
@@ -101,6 +102,7 @@ def desired_instances(facts: Mapping[str, Any], node: str) -> dict[str, Instance
             env=MappingProxyType({str(k): str(v) for k, v in env.items()}), files=files,
             cpu=int(resources.get("cpu") or 0), memory=int(resources.get("memory") or 0),
             ip=ip_doc.get("ip") if isinstance(ip_doc, dict) and ip_doc.get("node", node) == node else None,
-            probes=_probes(svc), secrets=tuple(s["name"] for s in svc.get("secrets") or []))
+            probes=_probes(svc), secrets=tuple(s["name"] for s in svc.get("secrets") or [])
+            + tuple(f"connection:{c}" for c in svc.get("connections") or []))
         wanted[spec.key] = spec
     return wanted

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from ccattler.engine.api.calls import Call
+from ccattler.engine.api.connections import connection_files
 from ccattler.engine.api.errors import BadRequest, Conflict, Forbidden, NotFound
 from ccattler.engine.api.gen.ccattler.v1 import api_pb2
 from ccattler.engine.api.slice import SliceHub
@@ -203,6 +204,8 @@ class AgentService:
                 raise NotFound(f"secret {ref['name']} has no value yet (cca secret set {ref['name']})")
             mount = ref.get("mount") or ""
             values.append(api_pb2.SecretValue(name=ref["name"], value=plaintext, mount=mount))
+        for name, url, mount in connection_files(self.store, self.keys, spec.value):
+            values.append(api_pb2.SecretValue(name=name, value=url, mount=mount))
         return api_pb2.Secrets(secrets=values)
 
     def Tunnel(self, ups: Iterator[api_pb2.TunnelUp], call: Call) -> Iterator[api_pb2.TunnelDown]:

@@ -24,12 +24,21 @@ SECRET = "s3cr3t-7d1e-value"
 ROTATED = "r0tated-44b2-value"
 APP = """
 secret token
+connection db {
+    driver postgres
+    host talk
+    port 5432
+    user "app user"
+    secret token
+    database "my/db"
+}
 service talk {
     image busybox
     command "i=0; while true; do echo line-$i; i=$((i+1)); sleep 0.3; done"
     instances 2
     resources { cpu 100m  memory 32Mi }
     secret token
+    connection db
 }
 service gated {
     image busybox
@@ -37,8 +46,8 @@ service gated {
     instances 1
     expose 8080
     resources { cpu 100m  memory 32Mi }
-    readiness { exec "test -f /tmp/ready"  every 1s }
-    liveness { exec "test ! -f /tmp/die"  every 1s  failure_threshold 2 }
+    readiness { exec "test -f /tmp/ready"  every 1s  timeout 10s }
+    liveness { exec "test ! -f /tmp/die"  every 1s  timeout 10s  failure_threshold 2 }
 }
 """
 
@@ -92,6 +101,8 @@ def test_logs_exec_secrets_probes(root, shell, node_state: Path, network_names, 
         done = shell.cca("exec", names[0], "--", "sh", "-c", "cat /run/secrets/token; exit 3", check=False,
                          timeout=60)
         assert done.returncode == 3 and done.stdout == SECRET, done
+        url = shell.cca("exec", names[0], "--", "cat", "/run/connections/db").stdout
+        assert url == f"postgres://app%20user:{SECRET}@talk.default:5432/my%2Fdb"
         piped = subprocess.run([*CCA, "exec", "-i", names[1], "--", "sh", "-c", "read x; echo got $x"],
                                input="hello\n", env=shell.env, capture_output=True, text=True, timeout=60)
         assert piped.returncode == 0 and piped.stdout == "got hello\n", piped
@@ -128,7 +139,7 @@ def test_logs_exec_secrets_probes(root, shell, node_state: Path, network_names, 
             shell.cca("metric", "set", "talk", "queue_depth", "12.5").stdout
 
         # readiness gates endpoints; liveness restarts
-        gated = wait(lambda: running("gated", 1), "the gated instance to run", 60)[0]
+        gated = wait(lambda: running("gated", 1), "the gated instance to run", 120)[0]
         time.sleep(2)
         assert not gated["ready"] and endpoints(shell.home, "gated") == []
         shell.cca("exec", gated["name"], "--", "touch", "/tmp/ready")
