@@ -41,7 +41,7 @@ COLUMNS: dict[str, tuple[list[Column], list[Column]]] = {
     "instances": (
         [("name", _name), ("service", lambda r: r["service"]), ("node", lambda r: r["node"]),
          ("state", lambda r: r["state"]), ("ready", lambda r: "yes" if r["ready"] else "no"),
-         ("restarts", lambda r: r["restarts"])],
+         ("health", lambda r: r.get("health")), ("restarts", lambda r: r["restarts"])],
         [("ip", lambda r: r["ip"]), ("image", lambda r: r["value"].get("image"))],
     ),
     "nodes": (

@@ -83,6 +83,7 @@ def instances(store: Store, tenant: str | None) -> list[dict[str, Any]]:
                      "service": fact.value.get("service"), "node": placement.get("node"),
                      "state": seen.get("state", "pending"), "ip": seen.get("ip"),
                      "restarts": seen.get("restarts", 0), "ready": seen.get("ready", False),
+                     "health": seen.get("health"),
                      "reason": seen.get("reason"), "unplaced": placement.get("reasons") or None,
                      "created_revision": fact.create_revision})
     return rows
