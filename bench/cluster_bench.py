@@ -112,11 +112,12 @@ class Cluster:
         return answer
 
     def profile(self, prefix: str) -> list[subprocess.Popen]:
-        """py-spy (all threads, raw folded stacks) on the server and on one agent process."""
+        """py-spy (the thread holding the GIL, i.e. where the CPU goes; raw folded stacks) on the server
+        and on one agent process."""
         spy = Path(sys.executable).parent / "py-spy"
-        return [subprocess.Popen([str(spy), "record", "-p", str(proc.pid), "-r", "100", "-f", "raw",
-                                  "-o", f"{prefix}.{what}.txt"], stdout=subprocess.DEVNULL,
-                                 stderr=subprocess.DEVNULL)
+        return [subprocess.Popen([str(spy), "record", "--gil", "--nonblocking", "-p", str(proc.pid),
+                                  "-r", "100", "-f", "raw", "-o", f"{prefix}.{what}.txt"],
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
                 for what, proc in (("server", self.server), ("agents", self.agents[-1]))]
 
     def cpu(self) -> tuple[float, float]:
