@@ -16,7 +16,7 @@ from types import MappingProxyType
 from typing import Any
 
 from ccattler.agent.probes import Probe, probes_of
-from ccattler.agent.runtime.base import ConfigFile, ContainerSpec, SecretFile
+from ccattler.agent.runtime.base import ConfigFile, ContainerSpec, SecretFile, VolumeMount
 from ccattler.engine.facts import parse_service
 
 
@@ -37,12 +37,15 @@ class InstanceSpec:
     probes: tuple[Probe, ...] = ()  # not part of the hash: changing a probe does not restart
     #: Secret names and `connection:<t>/<n>`s; the values are fetched when the container starts.
     secrets: tuple[str, ...] = ()
+    volumes: tuple[VolumeMount, ...] = ()
     #: A hash of everything that shapes the container: a change means replace it (set on creation).
     spec_hash: str = field(init=False, default="", compare=False)
 
     def __post_init__(self) -> None:
         shape = (self.image, self.command, sorted(self.env.items()), self.cpu, self.memory, self.ip,
                  [(f.path, f.content) for f in self.files], self.secrets)
+        if self.volumes:  # only then: adding the field must not change (restart) every other container
+            shape += ([(v.key, v.path) for v in self.volumes],)
         object.__setattr__(self, "spec_hash", hashlib.sha256(repr(shape).encode()).hexdigest()[:16])
 
     @property
@@ -57,7 +60,8 @@ class InstanceSpec:
     def container(self, netns: str | None = None, secrets: tuple[SecretFile, ...] = ()) -> ContainerSpec:
         return ContainerSpec(name=self.key, image=self.image, command=self.command, env=self.env,
                              files=self.files, cpu_millis=self.cpu, memory_bytes=self.memory,
-                             netns=netns, ip=self.ip, spec_hash=self.spec_hash, secrets=secrets)
+                             netns=netns, ip=self.ip, spec_hash=self.spec_hash, secrets=secrets,
+                             volumes=self.volumes)
 
 
 def _probes(service: Mapping[str, Any]) -> tuple[Probe, ...]:
@@ -65,6 +69,12 @@ def _probes(service: Mapping[str, Any]) -> tuple[Probe, ...]:
     expose = service.get("expose") or []
     first = expose[0].get("port") if expose else None
     return tuple(p if p.port or p.type == "exec" else replace(p, port=first) for p in probes_of(service))
+
+
+def _volumes(service: Mapping[str, Any], instance: str) -> tuple[VolumeMount, ...]:
+    """A stateful instance gets its own directory per volume (stable per ordinal); others share it."""
+    own = f"/{instance}" if service.get("stateful") else ""
+    return tuple(VolumeMount(f"{v['name']}{own}", v["path"]) for v in service.get("volumes") or [])
 
 
 def node_subnet(facts: Mapping[str, Any], node: str) -> str | None:
@@ -103,6 +113,7 @@ def desired_instances(facts: Mapping[str, Any], node: str) -> dict[str, Instance
             cpu=int(resources.get("cpu") or 0), memory=int(resources.get("memory") or 0),
             ip=ip_doc.get("ip") if isinstance(ip_doc, dict) and ip_doc.get("node", node) == node else None,
             probes=_probes(svc), secrets=tuple(s["name"] for s in svc.get("secrets") or [])
-            + tuple(f"connection:{c}" for c in svc.get("connections") or []))
+            + tuple(f"connection:{c}" for c in svc.get("connections") or []),
+            volumes=_volumes(svc, instance))
         wanted[spec.key] = spec
     return wanted

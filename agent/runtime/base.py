@@ -51,6 +51,24 @@ class SecretFile:
 
 
 @dataclass(frozen=True, slots=True)
+class VolumeMount:
+    """A node directory `<state>/volumes/<key>` (kept across containers) mounted read-write at `path`.
+    `key` is `tenant/volume` (shared by the volume's instances on this node) or
+    `tenant/volume/instance` (one per stateful ordinal: `db-0` always gets its own)."""
+
+    key: str
+    path: str
+
+    def host_dir(self, state_dir: Path) -> Path:
+        parts = self.key.split("/")
+        if not self.path.startswith("/") or ".." in self.path.split("/") or any(p in ("", ".", "..")
+                                                                               for p in parts):
+            raise ContainerError(f"volume {self.key} at {self.path!r}: the path must be absolute, "
+                                 "without '..'")
+        return state_dir.joinpath("volumes", *parts)
+
+
+@dataclass(frozen=True, slots=True)
 class ContainerSpec:
     """Everything a runtime needs to create one container.
 
@@ -69,6 +87,7 @@ class ContainerSpec:
     ip: str | None = None
     spec_hash: str = ""
     secrets: tuple[SecretFile, ...] = field(default=(), repr=False)
+    volumes: tuple[VolumeMount, ...] = ()
 
     @property
     def hostname(self) -> str:

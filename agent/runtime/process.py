@@ -68,6 +68,12 @@ class ProcessRuntime(Runtime):
             raise ContainerError(f"container {spec.name} already exists")
         root = folder / "root"
         root.mkdir(parents=True)
+        for volume in spec.volumes:  # no mounts here: a link to the node's volume directory
+            host = volume.host_dir(self.dirs.parent)
+            host.mkdir(parents=True, exist_ok=True)
+            link = root.joinpath(*[p for p in volume.path.split("/") if p not in ("", ".")])
+            link.parent.mkdir(parents=True, exist_ok=True)
+            link.symlink_to(host)
         for file in spec.files:
             parts = [p for p in file.path.split("/") if p not in ("", ".")]
             if not parts or ".." in parts:

@@ -114,7 +114,7 @@ class RuncRuntime(Runtime):
                 (bundle / part).mkdir(parents=True)
             self._write_files(bundle / "upper", spec)
             secret_mounts = mount_secrets(bundle, spec.secrets)
-            config = runtime_config(spec, image, "/" + self.cgroup(cid), secret_mounts)
+            config = runtime_config(spec, image, "/" + self.cgroup(cid), secret_mounts + self._volumes(spec))
             (bundle / "config.json").write_text(json.dumps(config))
             meta = {"name": spec.name, "spec_hash": spec.spec_hash, "image": image.name,
                     "created": time.time()}
@@ -266,6 +266,16 @@ class RuncRuntime(Runtime):
         if not path.parent.exists():
             raise ContainerNotFound(f"container {name} does not exist")
         return logfile.read(path, tail_bytes)
+
+    def _volumes(self, spec: ContainerSpec) -> list[dict[str, Any]]:
+        """Bind mounts of the spec's volume directories, made on first use and never removed here."""
+        mounts = []
+        for volume in spec.volumes:
+            host = volume.host_dir(self.bundles.parent)
+            host.mkdir(mode=0o755, parents=True, exist_ok=True)
+            mounts.append({"destination": volume.path, "type": "bind", "source": str(host),
+                           "options": ["rbind", "rw", "nosuid", "nodev"]})
+        return mounts
 
     def cgroup(self, cid: str) -> str:
         """The container's cgroup path (relative): the runc root's hash keeps two runtimes on one
