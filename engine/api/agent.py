@@ -150,8 +150,8 @@ class AgentService:
     def WatchSlice(self, request: api_pb2.WatchRequest, call: Call) -> Iterator[api_pb2.Event]:
         node = self._node(call)
         for batch in self.slices.batches(node, request.from_revision, call.context.is_active):
-            events = [api_pb2.Event(kind=e.kind, key=e.key, revision=e.revision,
-                                    value_json="" if e.value is None else json.dumps(e.value)) for e in batch]
+            events = [api_pb2.Event(kind=e.kind, key=e.key, revision=e.revision, value_json=e.value_json)
+                      for e in batch]
             yield events[0] if len(events) == 1 else api_pb2.Event(kind="batch", events=events)
 
     def Report(self, request: api_pb2.ReportRequest, call: Call) -> api_pb2.Json:

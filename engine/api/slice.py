@@ -14,13 +14,15 @@ events sent in one message.
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 from collections import Counter, defaultdict, deque
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
-from ccattler.engine.store import Event, Store
+from ccattler.engine.store import Store
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +35,17 @@ _ROUTED = (_PLACEMENTS, _ADDRESSES, _INSTANCES, _SERVICES, _SUBNETS, *_SHARED, *
 MAX_PENDING = 100_000
 #: Events per WatchSlice message at most (one gRPC message costs far more than one event in it).
 BATCH = 1_000
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """One event of a node's slice; `value_json` is encoded once, however many nodes receive it."""
+
+    kind: str
+    key: str
+    value: Any
+    revision: int
+    value_json: str = ""
 
 
 class _Subscriber:
@@ -80,6 +93,7 @@ class SliceHub:
     def _reset_state(self) -> None:
         self.revision = 0
         self._docs: dict[str, Any] = {}  # routed keys → documents
+        self._json: dict[str, str] = {}  # routed keys → their documents as JSON (when asked once)
         self._node_of: dict[str, str] = {}  # tenant/instance → node (placement)
         self._on_node: dict[str, set[str]] = defaultdict(set)  # node → placement keys
         self._ips_on: dict[str, set[str]] = defaultdict(set)  # node → address keys
@@ -99,7 +113,7 @@ class SliceHub:
         with self._lock:
             self._start()
             if from_revision <= 0:
-                sub.push([*self._current(node), Event("synced", "", None, self.revision)])  # type: ignore[arg-type]
+                sub.push([*self._current(node), Event("synced", "", None, self.revision)])
             elif from_revision < self.revision:  # the changes in between are not kept per node
                 sub.push([Event("resync", "", None, self.revision)])
             self._subs[node].add(sub)
@@ -140,7 +154,14 @@ class SliceHub:
         keys |= {f"{_SERVICES}{s}" for s, nodes in self._service_nodes.items() if nodes.get(node)}
         keys |= {f"{p}{node}" for p in (_SUBNETS, *_OWN)}
         keys |= {k for k in self._docs if k.startswith(_SHARED)}
-        return [Event("put", k, self._docs[k], self.revision) for k in sorted(keys) if k in self._docs]
+        return [self._put(k, self.revision) for k in sorted(keys) if k in self._docs]
+
+    def _put(self, key: str, revision: int) -> Event:
+        """A put of the current document of `key`, its JSON encoded once per version."""
+        encoded = self._json.get(key)
+        if encoded is None:
+            encoded = self._json[key] = json.dumps(self._docs[key])
+        return Event("put", key, self._docs[key], revision, encoded)
 
     # -- following the store -------------------------------------------------------------------
     def _follow(self) -> None:
@@ -169,8 +190,12 @@ class SliceHub:
                 break
             self.revision = max(self.revision, event.revision)
             if event.key.startswith(_ROUTED):
-                for node, kind, key, value in self._route(event.key, event.value):
-                    out[node].append(Event(kind, key, value, event.revision))  # type: ignore[arg-type]
+                made: dict[tuple[str, str], Event] = {}  # one event object per change, shared
+                for node, kind, key, _ in self._route(event.key, event.value):
+                    if (kind, key) not in made:
+                        made[kind, key] = (self._put(key, event.revision) if kind == "put"
+                                           else Event("delete", key, None, event.revision))
+                    out[node].append(made[kind, key])
         for node, events in out.items():
             for sub in self._subs.get(node, ()):
                 sub.push(events)
@@ -178,6 +203,7 @@ class SliceHub:
     def _route(self, key: str, value: Any) -> list[tuple[str, str, str, Any]]:
         """Record one change; the (node, kind, key, value) events it makes."""
         old = self._docs.get(key)
+        self._json.pop(key, None)
         if value is None:
             self._docs.pop(key, None)
         else:
