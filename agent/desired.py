@@ -38,6 +38,8 @@ class InstanceSpec:
     #: Secret names and `connection:<t>/<n>`s; the values are fetched when the container starts.
     secrets: tuple[str, ...] = ()
     volumes: tuple[VolumeMount, ...] = ()
+    #: A stateful ordinal waits for the previous one to be ready before it first starts (not hashed).
+    waiting_for: str | None = field(default=None, compare=False)
     #: A hash of everything that shapes the container: a change means replace it (set on creation).
     spec_hash: str = field(init=False, default="", compare=False)
 
@@ -77,6 +79,20 @@ def _volumes(service: Mapping[str, Any], instance: str) -> tuple[VolumeMount, ..
     return tuple(VolumeMount(f"{v['name']}{own}", v["path"]) for v in service.get("volumes") or [])
 
 
+def _predecessor_not_ready(facts: Mapping[str, Any], service: Any, svc: Mapping[str, Any],
+                           instance: str) -> str | None:
+    """`db-0` while it is not among `db`'s endpoints, for `db-1` of a stateful `db` (ordered start).
+    The ordinal comes from the name (the derived instance document may arrive after the placement)."""
+    suffix = instance.removeprefix(f"{service.name}-")
+    if not svc.get("stateful") or not suffix.isdigit() or int(suffix) < 1:
+        return None
+    ordinal = int(suffix)
+    previous = f"{service.name}-{ordinal - 1}"
+    endpoints = facts.get(f"derived/endpoint/{service.tenant}/{service.name}") or {}
+    ready = {e.get("instance") for e in endpoints.get("endpoints") or []}
+    return None if previous in ready else previous
+
+
 def node_subnet(facts: Mapping[str, Any], node: str) -> str | None:
     """The node's subnet from `derived/network/subnet/<node>`, or None when not allocated yet."""
     doc = facts.get(f"derived/network/subnet/{node}")
@@ -114,6 +130,7 @@ def desired_instances(facts: Mapping[str, Any], node: str) -> dict[str, Instance
             ip=ip_doc.get("ip") if isinstance(ip_doc, dict) and ip_doc.get("node", node) == node else None,
             probes=_probes(svc), secrets=tuple(s["name"] for s in svc.get("secrets") or [])
             + tuple(f"connection:{c}" for c in svc.get("connections") or []),
-            volumes=_volumes(svc, instance))
+            volumes=_volumes(svc, instance),
+            waiting_for=_predecessor_not_ready(facts, service, svc, instance))
         wanted[spec.key] = spec
     return wanted

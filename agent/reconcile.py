@@ -190,6 +190,9 @@ class Reconciler:
 
     def _start(self, spec: InstanceSpec, leftover: bool) -> None:
         record = self._records[spec.key]
+        if spec.waiting_for is not None:  # checked at start only: a running ordinal stays up
+            record.reason = f"waiting for {spec.waiting_for} to be ready (stateful: ordered start)"
+            return
         try:
             if leftover:
                 self.runtime.remove(spec.key)  # created but never started: a failed start's remains
@@ -261,7 +264,10 @@ class Reconciler:
             record = self._records[name]
             status = statuses.get(name)
             reason = record.reason
-            verdict = record.verdict or Verdict()
+            # Not probed yet (started during this call): not ready while a readiness or startup probe
+            # has still to pass, or it would flicker into endpoints for a tick.
+            verdict = record.verdict or Verdict(ready=not any(p.kind in ("readiness", "startup")
+                                                              for p in spec.probes))
             if status is not None and status.state == "running" and status.spec_hash == spec.spec_hash:
                 state, reason = "running", None
             elif status is not None and status.state in ("created", "starting"):

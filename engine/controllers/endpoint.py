@@ -1,9 +1,11 @@
 """The endpoint controller: the ready instances of each service and its ports →
 `derived/endpoint/<tenant>/<service>` (what VIPs, gates and DNS consume).
 
-An instance is an endpoint when it is placed on a node, that node's agent reports it `running`
-and `ready` (readiness probe passed; a service without one is ready when running), and it has an
-address. A document is rewritten only when its content changes; services that are gone lose theirs.
+An instance is an endpoint when it is placed on a node and that node's agent reports it `running`
+and `ready` (readiness probe passed; a service without one is ready when running). Its `ip` is null
+under the process runtime (no own address): traffic consumers skip those, ordering (stateful
+services start an ordinal once the previous one is an endpoint) does not. A document is rewritten
+only when its content changes; services that are gone lose theirs.
 """
 
 from __future__ import annotations
@@ -39,9 +41,9 @@ class EndpointController:
             seen = snapshot.get(f"{OBSERVED}{tenant}/{instance}")
             if not node or not isinstance(seen, dict) or seen.get("node") != node:
                 continue  # unplaced, not reported yet, or still reported by the node it left
-            if seen.get("state") == "running" and seen.get("ready") and seen.get("ip"):
+            if seen.get("state") == "running" and seen.get("ready"):
                 ready.setdefault(str(placement.get("service")), []).append(
-                    {"instance": instance, "node": node, "ip": seen["ip"]})
+                    {"instance": instance, "node": node, "ip": seen.get("ip")})
         puts: dict[str, Any] = {}
         wanted = set()
         for key, service in snapshot.under(SERVICES):

@@ -2,7 +2,8 @@
 from two instances, `cca exec` runs a command (with stdin) and returns its exit code, a secret set
 with `cca secret set` is readable at its mount path and nowhere else (store, describe, process
 list), a rotation rewrites the file in the running container and it is gone after stop, `cca top
-workloads` shows memory of running containers, `cca node-inspect` the node's runtime, `cca metric
+workloads` shows memory of running containers, a stateful service starts `db-1` only once `db-0` is
+ready, `cca node-inspect` the node's runtime, `cca metric
 set` writes a metric, a failing readiness probe keeps an instance out of its endpoints and a
 failing liveness probe restarts it."""
 
@@ -40,6 +41,16 @@ service talk {
     secret token
     connection db
 }
+service db {
+    image busybox
+    command "exec sleep 600"
+    instances 2
+    stateful
+    volume data "/data"
+    resources { cpu 100m  memory 32Mi }
+    readiness { exec "test -f /tmp/ready"  every 1s  timeout 10s }
+}
+volume data { persistent true }
 service gated {
     image busybox
     command "exec httpd -f -p 8080 -h /"
@@ -137,6 +148,18 @@ def test_logs_exec_secrets_probes(root, shell, node_state: Path, network_names, 
         assert held[f"default/{names[0]}"]["state"] == "running" and held[f"default/{names[0]}"]["log_bytes"]
         assert "observed/metric/default/talk/queue_depth/cli" in \
             shell.cca("metric", "set", "talk", "queue_depth", "12.5").stdout
+
+        # a stateful service starts db-0, and db-1 only once db-0 is ready
+        def state(name: str) -> dict | None:
+            return next((i for i in shell.instances() if i["name"] == name), None)
+
+        wait(lambda: (d := state("db-0")) and d["state"] == "running", "db-0 to run", 120)
+        time.sleep(3)
+        waiting = state("db-1")
+        assert waiting["state"] == "pending" and "waiting for db-0" in waiting["reason"], waiting
+        shell.cca("exec", "db-0", "--", "sh", "-c", "touch /tmp/ready; echo zero > /data/who")
+        wait(lambda: (d := state("db-1")) and d["state"] == "running", "db-1 to start after db-0", 120)
+        assert shell.cca("exec", "db-1", "--", "ls", "/data").stdout == ""  # its own volume
 
         # readiness gates endpoints; liveness restarts
         gated = wait(lambda: running("gated", 1), "the gated instance to run", 120)[0]

@@ -13,12 +13,14 @@ def _snapshot(extra=None):
         "derived/placement/default/web-b": {"service": "default/web", "instance": "web-b", "node": "n2"},
         "derived/placement/default/web-c": {"service": "default/web", "instance": "web-c", "node": "n1"},
         "derived/placement/default/web-d": {"service": "default/web", "instance": "web-d", "node": None},
+        "derived/placement/default/web-e": {"service": "default/web", "instance": "web-e", "node": "n1"},
         "observed/instance/default/web-a": {"node": "n1", "state": "running",
                                             "ready": True, "ip": "10.0.0.2"},
         "observed/instance/default/web-b": {"node": "n2", "state": "running",
                                             "ready": False, "ip": "10.0.1.2"},
         "observed/instance/default/web-c": {"node": "n9", "state": "running",
                                             "ready": True, "ip": "10.0.9.2"},
+        "observed/instance/default/web-e": {"node": "n1", "state": "starting", "ready": False, "ip": None},
     }
     values.update(extra or {})
     return Snapshot(1, values)
