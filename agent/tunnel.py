@@ -185,8 +185,11 @@ def _read(path: Path) -> bytes:
 
 
 def _pump(stream: Any, fd: int, out: Callable[[int, bytes], None]) -> None:
-    while data := os.read(stream.fileno(), CHUNK):
-        out(fd, data)
+    try:
+        while data := os.read(stream.fileno(), CHUNK):
+            out(fd, data)
+    except OSError:  # a pty's master reads EIO once the command has exited
+        pass
     stream.close()
 
 

@@ -10,11 +10,14 @@ child subreaper (see `reaper`) for exit codes.
 from __future__ import annotations
 
 import ctypes
+import fcntl
 import hashlib
 import json
 import os
+import pty
 import shutil
 import subprocess
+import termios
 import threading
 import time
 from collections.abc import Mapping
@@ -71,6 +74,25 @@ def _started_at(bundle: Path) -> float | None:
         return float((bundle / "started").read_text())
     except (OSError, ValueError):  # not started yet, or removed meanwhile by another caller
         return None
+
+
+def _on_terminal(args: list[str]) -> subprocess.Popen[bytes]:
+    """Run `args` on a new pty as its controlling terminal (`runc exec -t` relays its own terminal
+    into the container's); the master side is the process's stdin and stdout."""
+    master, slave = pty.openpty()
+
+    def controlling_terminal() -> None:
+        fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+    try:
+        process = subprocess.Popen(args, stdin=slave, stdout=slave, stderr=slave, start_new_session=True,
+                                   preexec_fn=controlling_terminal)
+    finally:
+        os.close(slave)
+    process.stdin = os.fdopen(os.dup(master), "wb", buffering=0)
+    process.stdout = os.fdopen(master, "rb", buffering=0)
+    process.stderr = open(os.devnull, "rb")  # noqa: SIM115 (closed by the reader at its end)
+    return process
 
 
 class RuncRuntime(Runtime):
@@ -251,9 +273,11 @@ class RuncRuntime(Runtime):
         cid = container_id(name)
         if self._state(cid) != "running":
             raise ContainerError(f"container {name} is not running")
-        terminal = ["-t"] if tty else []  # runc makes the pty and relays it over our pipes
-        return subprocess.Popen([self.runc, "--root", str(self.root), "exec", *terminal, cid, *argv],
-                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        args = [self.runc, "--root", str(self.root), "exec", *(["-t"] if tty else []), cid, *argv]
+        if not tty:
+            pipe = subprocess.PIPE
+            return subprocess.Popen(args, stdin=pipe, stdout=pipe, stderr=pipe)
+        return _on_terminal(args)
 
     def log_path(self, name: str) -> Path:
         bundle = self.bundles / container_id(name)

@@ -138,3 +138,23 @@ def test_exec_refuses_a_service_name(cluster) -> None:
     with pytest.raises(ApiError, match="exec needs one instance"):
         first = api_pb2.ExecInput(instance="talk", command=["true"])
         list(admin.stream(admin.cluster, "Exec", iter([first])))
+
+
+def test_exec_with_a_terminal(cluster) -> None:
+    admin, _ = cluster
+    first = api_pb2.ExecInput(instance="talk-b", command=["sh", "-c", "tty; exit 4"], tty=True)
+    out = list(admin.stream(admin.cluster, "Exec", iter([first, api_pb2.ExecInput(stdin_closed=True)])))
+    assert b"".join(o.stdout for o in out).strip().startswith(b"/dev/pts/"), out
+    assert out[-1].exited and out[-1].exit_code == 4
+
+
+def test_node_inspect_and_top(cluster) -> None:
+    admin, _ = cluster
+    report = admin.json("NodeInspect", api_pb2.GetRequest(name="n1"))
+    names = {c["name"] for c in report["runtime"]["containers"]}
+    assert {"default/talk-a", "default/talk-b"} <= names and report["runtime"]["runtime"] == "runc"
+    node = wait_for(lambda: [r for r in admin.json("Top", api_pb2.GetRequest(kind="nodes"))["items"]
+                             if r["memory"] > 0 and r["pids"] >= 2])[0]
+    assert node["name"] == "n1" and node["instances"] == 2 and node["memory_capacity"] > node["memory"]
+    with pytest.raises(ApiError, match="not known"):
+        admin.json("NodeInspect", api_pb2.GetRequest(name="nope"))
