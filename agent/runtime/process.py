@@ -201,10 +201,7 @@ class ProcessRuntime(Runtime):
         return folder / "log"
 
     def logs(self, name: str, tail_bytes: int | None = None) -> bytes:
-        path = self.dirs / container_id(name) / "log"
-        if not path.parent.exists():
-            raise ContainerNotFound(f"container {name} does not exist")
-        return logfile.read(path, tail_bytes)
+        return logfile.read(self.log_path(name), tail_bytes)
 
     def prune(self) -> list[str]:
         """Rotate logs that grew past their limit (a process runtime leaves no other leftovers)."""

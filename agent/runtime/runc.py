@@ -286,10 +286,7 @@ class RuncRuntime(Runtime):
         return bundle / "log"
 
     def logs(self, name: str, tail_bytes: int | None = None) -> bytes:
-        path = self.bundles / container_id(name) / "log"
-        if not path.parent.exists():
-            raise ContainerNotFound(f"container {name} does not exist")
-        return logfile.read(path, tail_bytes)
+        return logfile.read(self.log_path(name), tail_bytes)
 
     def _volumes(self, spec: ContainerSpec) -> list[dict[str, Any]]:
         """Bind mounts of the spec's volume directories, made on first use and never removed here."""
