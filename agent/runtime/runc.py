@@ -10,14 +10,12 @@ child subreaper (see `reaper`) for exit codes.
 from __future__ import annotations
 
 import ctypes
-import fcntl
 import hashlib
 import json
 import os
 import pty
 import shutil
 import subprocess
-import termios
 import threading
 import time
 from collections.abc import Mapping
@@ -80,13 +78,11 @@ def _on_terminal(args: list[str]) -> subprocess.Popen[bytes]:
     """Run `args` on a new pty as its controlling terminal (`runc exec -t` relays its own terminal
     into the container's); the master side is the process's stdin and stdout."""
     master, slave = pty.openpty()
-
-    def controlling_terminal() -> None:
-        fcntl.ioctl(0, termios.TIOCSCTTY, 0)
-
+    # util-linux `setsid --ctty` makes the pty the controlling terminal, then execs runc. A
+    # preexec_fn would force a real fork() in this multi-threaded gRPC process, whose fork
+    # handlers abort the child ("Check failed: next_worker->state == KICKED").
     try:
-        process = subprocess.Popen(args, stdin=slave, stdout=slave, stderr=slave, start_new_session=True,
-                                   preexec_fn=controlling_terminal)
+        process = subprocess.Popen(["setsid", "--ctty", *args], stdin=slave, stdout=slave, stderr=slave)
     finally:
         os.close(slave)
     process.stdin = os.fdopen(os.dup(master), "wb", buffering=0)
