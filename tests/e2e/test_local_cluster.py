@@ -94,7 +94,9 @@ def test_up_apply_restart_scale_down(root, shell, node_state: Path, network_name
         gone = next(i for i in instances if i["name"] != remaining[0]["name"])
         wait_for(lambda: container_id(f"default/{gone['name']}") not in runc_ids(runc_root),
                  "the removed container to go")
-        assert not (Path("/run/netns") / netns_of(bridge, gone["name"])).exists()
+        # The agent deletes the container first, then its network namespace.
+        wait_for(lambda: not (Path("/run/netns") / netns_of(bridge, gone["name"])).exists(),
+                 "the removed container's network namespace to go")
         assert (Path("/run/netns") / netns_of(bridge, remaining[0]["name"])).exists()
         assert answer(gone["ip"]) is None
         assert answer(remaining[0]["ip"]) == f"hello from {remaining[0]['name']}\n"
