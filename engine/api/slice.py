@@ -1,7 +1,8 @@
 """A node's slice of the state, and the hub that streams it: what its agent may watch (its placements
 and instance addresses, the instance documents and service specs of what is placed on it, its own
-subnet, firewall, condition and declared node, and the cluster-wide endpoints/VIPs/names), never
-secrets or other nodes' placements and rules.
+subnet, firewall, condition and declared node, and the cluster-wide endpoints/VIPs/names and volume
+declarations — a volume's size and `persistent` flag), never secrets or other nodes' placements and
+rules.
 
 `SliceHub` follows the store with one watch for the whole server and routes each change to the
 nodes it concerns (a thousand agents cost one store watch, and each gets only its own changes).
@@ -27,7 +28,7 @@ from ccattler.engine.store import Store
 log = logging.getLogger(__name__)
 
 #: Prefixes every node sees whole (cluster-wide routing data).
-_SHARED = ("derived/endpoint/", "derived/vip/", "derived/dns/")
+_SHARED = ("derived/endpoint/", "derived/vip/", "derived/dns/", "desired/volume/")
 _PLACEMENTS, _ADDRESSES = "derived/placement/", "derived/network/ip/"
 _INSTANCES, _SERVICES, _SUBNETS = "derived/instance/", "desired/service/", "derived/network/subnet/"
 _OWN = ("derived/firewall/", "derived/node/", "desired/node/")

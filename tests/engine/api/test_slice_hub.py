@@ -16,6 +16,7 @@ from ccattler.engine.pki import NODE_LIFETIME, cert_pem, key_pem, new_key
 from ccattler.engine.store import open_store
 
 WEB = {"image": "busybox", "instances": 2}
+VOLUME = {"kind": "volume", "tenant": "shop", "name": "data", "size": 1 << 30, "persistent": True}
 
 
 def placement(node, service="shop/web", instance="web-a1"):
@@ -36,6 +37,7 @@ def store():
             ("derived/network/subnet/n1", {"node": "n1", "subnet": "10.0.1.0/24"}),
             ("derived/network/subnet/n2", {"node": "n2", "subnet": "10.0.2.0/24"}),
             ("derived/firewall/n2", {"rules": []}),
+            ("desired/volume/shop/data", VOLUME),
         ], ())
         yield opened
 
@@ -59,7 +61,13 @@ def test_a_node_sees_what_it_runs_and_nothing_of_other_nodes(store):
         n1 = initial(hub.stream("n1", 0, lambda: True))
         assert sorted(k for _, k in n1) == [
             "derived/instance/shop/web/web-a1", "derived/network/ip/shop/web-a1",
-            "derived/network/subnet/n1", "derived/placement/shop/web-a1", "desired/service/shop/web"]
+            "derived/network/subnet/n1", "derived/placement/shop/web-a1", "desired/service/shop/web",
+            "desired/volume/shop/data"]
+        n2 = hub.stream("n2", 0, lambda: True)
+        assert ("put", "desired/volume/shop/data") in initial(n2)  # volume declarations go everywhere
+        changed = {**VOLUME, "persistent": False}
+        store.put("desired/volume/shop/data", changed)
+        assert [(e.kind, e.value) for e in read_until(n2, 1)] == [("put", changed)]
     finally:
         hub.close()
 
