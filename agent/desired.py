@@ -4,7 +4,8 @@ The slice is a mapping key → document (docs/facts.md): `derived/placement/<t>/
 instances placed on `node`; `desired/service/<t>/<svc>` gives command, env, config and resources;
 `derived/instance/<t>/<svc>/<inst>` (when present) the image and resources the rollout chose;
 `derived/network/ip/<t>/<inst>` (`{"ip": "10.88.1.5", "node": …}`, engine/controllers/network.py)
-the address; `derived/network/subnet/<node>` (`{"subnet": "10.88.1.0/24", …}`) the node's subnet.
+the address; `derived/network/subnet/<node>` (`{"subnet": "10.88.1.0/24", …}`) the node's subnet;
+`desired/volume/<t>/<n>` (`{"size", "persistent"}`) each volume's declaration.
 """
 
 from __future__ import annotations
@@ -73,10 +74,22 @@ def _probes(service: Mapping[str, Any]) -> tuple[Probe, ...]:
     return tuple(p if p.port or p.type == "exec" else replace(p, port=first) for p in probes_of(service))
 
 
-def _volumes(service: Mapping[str, Any], instance: str) -> tuple[VolumeMount, ...]:
-    """A stateful instance gets its own directory per volume (stable per ordinal); others share it."""
+def _volumes(facts: Mapping[str, Any], service: Mapping[str, Any], instance: str) -> tuple[VolumeMount, ...]:
+    """A stateful instance gets its own directory per volume (stable per ordinal); others share it.
+    The size comes from `desired/volume/<t>/<n>` (None until that document is known)."""
     own = f"/{instance}" if service.get("stateful") else ""
-    return tuple(VolumeMount(f"{v['name']}{own}", v["path"]) for v in service.get("volumes") or [])
+    mounts = []
+    for v in service.get("volumes") or []:
+        declared = facts.get(f"desired/volume/{v['name']}")
+        size = declared.get("size") if isinstance(declared, dict) else None
+        mounts.append(VolumeMount(f"{v['name']}{own}", v["path"], int(size) if size else None))
+    return tuple(mounts)
+
+
+def declared_volumes(facts: Mapping[str, Any]) -> dict[str, Any]:
+    """`tenant/volume` → its `desired/volume` document, for every volume the slice declares."""
+    return {key.removeprefix("desired/volume/"): doc for key, doc in facts.items()
+            if key.startswith("desired/volume/")}
 
 
 def _predecessor_not_ready(facts: Mapping[str, Any], service: Any, svc: Mapping[str, Any],
@@ -130,7 +143,7 @@ def desired_instances(facts: Mapping[str, Any], node: str) -> dict[str, Instance
             ip=ip_doc.get("ip") if isinstance(ip_doc, dict) and ip_doc.get("node", node) == node else None,
             probes=_probes(svc), secrets=tuple(s["name"] for s in svc.get("secrets") or [])
             + tuple(f"connection:{c}" for c in svc.get("connections") or []),
-            volumes=_volumes(svc, instance),
+            volumes=_volumes(facts, svc, instance),
             waiting_for=_predecessor_not_ready(facts, service, svc, instance))
         wanted[spec.key] = spec
     return wanted

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ccattler.agent.desired import desired_instances, node_subnet
+from ccattler.agent.desired import InstanceSpec, declared_volumes, desired_instances, node_subnet
 from ccattler.agent.images.store import ImageStore
 from ccattler.agent.net.node import NodeNetwork
 from ccattler.agent.reconcile import Backoff, Reconciler, SecretSource
@@ -113,13 +113,16 @@ def _host_address() -> str:
 def cleanup_node(state_dir: Path, kind: str = "runc", bridge: str = "cca0",
                  runc_root: Path | None = None) -> None:
     """Remove every container, namespace, veth, the bridge and the NAT table a node left in
-    `state_dir`, without the agent that made them (`cca down` after a crash). Images stay."""
+    `state_dir`, without the agent that made them (`cca down` after a crash), and unmount volume
+    images. Images and volume data stay."""
     runtime = make_runtime(kind, state_dir, ImageStore(state_dir), runc_root)
     names = [status.name for status in runtime.list()]
     runtime.stop_many(names, timeout=1.0)
     for name in names:
         runtime.remove(name)
     runtime.prune()
+    if runtime.volumes is not None:  # unmounted, kept: no declaration here says they may go
+        runtime.volumes.unmount_all()
     network = NodeNetwork.recorded(state_dir, bridge) if runtime.isolated_network else None
     if network is not None:
         network.teardown()
@@ -163,7 +166,25 @@ class NodeCore:
                               if observed[spec.observed_key]["state"] == "running")
         for spec in desired.values():
             observed[spec.observed_key]["usage"] = self.telemetry.usage(spec.key)
+        self._volumes(facts, desired, observed)
         return observed
+
+    def _volumes(self, facts: Mapping[str, Any], desired: Mapping[str, InstanceSpec],
+                 observed: dict[str, dict[str, Any]]) -> None:
+        """Delete the `persistent false` volumes no desired instance uses any more (once no other
+        container is left that could hold one); report each instance's volume usage."""
+        volumes = self.runtime.volumes
+        for spec in desired.values():
+            observed[spec.observed_key]["volumes"] = volumes.report(spec.volumes) if volumes else []
+        if volumes is None:
+            return
+
+        def idle() -> bool:
+            return all(s.name in desired and s.spec_hash == desired[s.name].spec_hash
+                       for s in self.runtime.list())
+
+        in_use = {volume.key for spec in desired.values() for volume in spec.volumes}
+        volumes.collect(in_use, declared_volumes(facts), idle)
 
     def shutdown(self, remove: bool = False) -> None:
         """Stop reconciling; with `remove`, also remove every container and the node network."""
@@ -204,4 +225,4 @@ class NodeCore:
 
 def _pending(node: str, ip: str | None, reason: str) -> dict[str, Any]:
     return {"node": node, "state": "pending", "ip": ip, "restarts": 0, "reason": reason, "health": None,
-            "ready": False, "usage": None}
+            "ready": False, "usage": None, "volumes": []}

@@ -139,11 +139,14 @@ class Reconciler:
         return max(0.0, min(pending) - self.clock()) if pending else None
 
     def remove_all(self) -> None:
-        """Stop and remove every container of this runtime and their networks (node shutdown)."""
+        """Stop and remove every container of this runtime and their networks, and unmount volume
+        images (node shutdown; volume data stays)."""
         with self._lock:
             self._remove([s.name for s in self.runtime.list()])
             self._records.clear()
             self.gc({})
+            if self.runtime.volumes is not None:
+                self.runtime.volumes.unmount_all()
 
     def close(self) -> None:
         if self._pool is not None:

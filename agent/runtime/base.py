@@ -14,9 +14,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from ccattler.engine.facts import CcaError
+
+if TYPE_CHECKING:
+    from ccattler.agent.runtime.volumes import NodeVolumes
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
 
@@ -54,10 +57,13 @@ class SecretFile:
 class VolumeMount:
     """A node directory `<state>/volumes/<key>` (kept across containers) mounted read-write at `path`.
     `key` is `tenant/volume` (shared by the volume's instances on this node) or
-    `tenant/volume/instance` (one per stateful ordinal: `db-0` always gets its own)."""
+    `tenant/volume/instance` (one per stateful ordinal: `db-0` always gets its own). `size` (bytes,
+    from the volume's declaration; None: unbounded or not known yet) is enforced where the node can
+    (runtime.volumes), else reported."""
 
     key: str
     path: str
+    size: int | None = None
 
     def host_dir(self, state_dir: Path) -> Path:
         parts = self.key.split("/")
@@ -134,6 +140,8 @@ class Runtime(abc.ABC):
     kind: str
     #: True when containers get their own network namespace (the reconciler attaches a veth).
     isolated_network: bool = False
+    #: The node's volume directories (None: this runtime keeps none, e.g. sim).
+    volumes: NodeVolumes | None = None
 
     @abc.abstractmethod
     def create(self, spec: ContainerSpec) -> None:

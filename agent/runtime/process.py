@@ -1,6 +1,7 @@
 """The process runtime: each container is a plain process group on the host, for development
 without root. No isolation: the image is not unpacked, the command runs through the host's
-`/bin/sh -c` in `<state>/processes/<id>/root` (where config files are written, under their path).
+`/bin/sh -c` in `<state>/processes/<id>/root` (where config files are written, mode 0444, under
+their path, and volume directories linked; volume sizes are measured and reported, not enforced).
 
 Knobs: `state_dir`, `max_log_bytes` (log rotation). Processes survive an agent restart; they are
 found again by pid and start time.
@@ -30,6 +31,7 @@ from ccattler.agent.runtime.base import (
     container_id,
 )
 from ccattler.agent.runtime.secrets import overwrite
+from ccattler.agent.runtime.volumes import NodeVolumes
 
 _TICKS = os.sysconf("SC_CLK_TCK")
 _PAGE = os.sysconf("SC_PAGE_SIZE")
@@ -59,6 +61,7 @@ class ProcessRuntime(Runtime):
         self.dirs = Path(state_dir) / "processes"
         self.dirs.mkdir(parents=True, exist_ok=True)
         self._children: dict[str, subprocess.Popen[bytes]] = {}
+        self.volumes: NodeVolumes = NodeVolumes(state_dir, enforce=False)  # no mounts: sizes are reported
 
     def create(self, spec: ContainerSpec) -> None:
         if spec.command is None:
@@ -69,8 +72,7 @@ class ProcessRuntime(Runtime):
         root = folder / "root"
         root.mkdir(parents=True)
         for volume in spec.volumes:  # no mounts here: a link to the node's volume directory
-            host = volume.host_dir(self.dirs.parent)
-            host.mkdir(parents=True, exist_ok=True)
+            host = self.volumes.prepare(volume)
             link = root.joinpath(*[p for p in volume.path.split("/") if p not in ("", ".")])
             link.parent.mkdir(parents=True, exist_ok=True)
             link.symlink_to(host)
@@ -80,6 +82,7 @@ class ProcessRuntime(Runtime):
                 raise ContainerError(f"{spec.name}: config file path {file.path!r} is not valid")
             root.joinpath(*parts).parent.mkdir(parents=True, exist_ok=True)
             root.joinpath(*parts).write_text(file.content)
+            root.joinpath(*parts).chmod(0o444)  # read-only as far as a plain process can be told
         for secret in spec.secrets:  # no isolation here: plain files, readable by their owner only
             parts = [p for p in secret.path.split("/") if p not in ("", ".")]
             if not parts or ".." in parts:

@@ -35,9 +35,11 @@ from ccattler.agent.runtime.base import (
     Usage,
     container_id,
 )
+from ccattler.agent.runtime.bundle_files import config_mounts, write_etc_files
 from ccattler.agent.runtime.oci_spec import runtime_config
 from ccattler.agent.runtime.reaper import describe, process_reaper
 from ccattler.agent.runtime.secrets import mount_secrets, refresh_secrets, unmount_secrets
+from ccattler.agent.runtime.volumes import NodeVolumes
 from ccattler.engine.facts import CcaError
 
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -52,19 +54,6 @@ def _mount_overlay(lower: Path, upper: Path, work: Path, target: Path) -> None:
 def _umount(target: Path) -> None:
     if os.path.ismount(target):
         _libc.umount2(str(target).encode(), _MNT_DETACH)
-
-
-def _host_resolv_conf() -> str | None:
-    """The host's resolv.conf for containers, unless it points at a loopback resolver (which a
-    container's own network namespace cannot reach, e.g. systemd-resolved's 127.0.0.53)."""
-    try:
-        lines = Path("/etc/resolv.conf").read_text().splitlines()
-    except OSError:
-        return None
-    servers = [line.split()[1] for line in lines if line.startswith("nameserver") and len(line.split()) > 1]
-    if not servers or any(s.startswith("127.") or s == "::1" for s in servers):
-        return None
-    return "\n".join(lines) + "\n"
 
 
 def _started_at(bundle: Path) -> float | None:
@@ -118,6 +107,7 @@ class RuncRuntime(Runtime):
         self.reaper = process_reaper()  # this process becomes a child subreaper: exit codes
         self._pulls: dict[str, threading.Lock] = {}
         self._pulls_lock = threading.Lock()
+        self.volumes: NodeVolumes = NodeVolumes(state_dir)  # sizes enforced when loop mounts work
 
     # -- lifecycle -----------------------------------------------------------------------------
     def create(self, spec: ContainerSpec) -> None:
@@ -130,9 +120,9 @@ class RuncRuntime(Runtime):
         try:
             for part in ("upper", "work", "rootfs"):
                 (bundle / part).mkdir(parents=True)
-            self._write_files(bundle / "upper", spec)
-            secret_mounts = mount_secrets(bundle, spec.secrets)
-            config = runtime_config(spec, image, "/" + self.cgroup(cid), secret_mounts + self._volumes(spec))
+            write_etc_files(bundle / "upper", spec)
+            mounts = mount_secrets(bundle, spec.secrets) + self._volumes(spec) + config_mounts(bundle, spec)
+            config = runtime_config(spec, image, "/" + self.cgroup(cid), mounts)
             (bundle / "config.json").write_text(json.dumps(config))
             meta = {"name": spec.name, "spec_hash": spec.spec_hash, "image": image.name,
                     "created": time.time()}
@@ -285,11 +275,10 @@ class RuncRuntime(Runtime):
         return logfile.read(self.log_path(name), tail_bytes)
 
     def _volumes(self, spec: ContainerSpec) -> list[dict[str, Any]]:
-        """Bind mounts of the spec's volume directories, made on first use and never removed here."""
+        """Bind mounts of the spec's volume directories (made, or mounted again, by `volumes`)."""
         mounts = []
         for volume in spec.volumes:
-            host = volume.host_dir(self.bundles.parent)
-            host.mkdir(mode=0o755, parents=True, exist_ok=True)
+            host = self.volumes.prepare(volume)
             mounts.append({"destination": volume.path, "type": "bind", "source": str(host),
                            "options": ["rbind", "rw", "nosuid", "nodev"]})
         return mounts
@@ -356,19 +345,3 @@ class RuncRuntime(Runtime):
             except OSError:
                 continue
         return describe(code)
-
-    @staticmethod
-    def _write_files(upper: Path, spec: ContainerSpec) -> None:
-        files = {"/etc/hostname": spec.hostname + "\n"}
-        hosts = "127.0.0.1\tlocalhost\n" + (f"{spec.ip}\t{spec.hostname}\n" if spec.ip else "")
-        files["/etc/hosts"] = hosts
-        if resolv := _host_resolv_conf():
-            files["/etc/resolv.conf"] = resolv
-        files.update({f.path: f.content for f in spec.files})
-        for path, content in files.items():
-            parts = [p for p in path.split("/") if p not in ("", ".")]
-            if not path.startswith("/") or ".." in parts or not parts:
-                raise ContainerError(f"{spec.name}: config file path {path!r} must be absolute, without '..'")
-            target = upper.joinpath(*parts)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(content)
