@@ -117,6 +117,18 @@ def plan_report(plan: dict[str, Any]) -> None:
     Console().print(report)
 
 
+def _volumes(volumes: list[dict[str, Any]]) -> None:
+    """An instance's volumes as its agent reports them: `default/data at /data: 3Mi of 64Mi (enforced)`."""
+    if not volumes:
+        return
+    typer.echo("Volumes:")
+    for v in volumes:
+        size = f" of {_mib(v['size'])}" if v.get("size") is not None else ""
+        how = "enforced" if v.get("enforced") else "not enforced" if size else "no size"
+        over = "; OVER ITS SIZE" if v.get("size") is not None and (v.get("used") or 0) > v["size"] else ""
+        typer.echo(f"  {v['name']} at {v['path']}: {_mib(v.get('used'))} used{size} ({how}{over})")
+
+
 def describe(kind: str, row: dict[str, Any]) -> None:
     """The detail view: name, key, the joined fields, then the document as YAML."""
     import yaml
@@ -125,7 +137,9 @@ def describe(kind: str, row: dict[str, Any]) -> None:
     typer.echo(f"{'Kind:':<18}{kind.removesuffix('s')}")
     typer.echo(f"{'Key:':<18}{row['key']}")
     for field, value in row.items():
-        if field not in ("key", "name", "tenant", "value") and not isinstance(value, dict):
+        if field == "volumes":
+            _volumes(value)
+        elif field not in ("key", "name", "tenant", "value") and not isinstance(value, dict):
             label = field.replace("_", " ").capitalize() + ":"
             typer.echo(f"{label:<18}{value if value is not None else '-'}")
     if row.get("value"):
