@@ -50,23 +50,31 @@ def _run(args: list[str], what: str) -> None:
 
 
 def _disk_usage(path: Path) -> int:
-    """Bytes allocated under `path` (like `du -s`), staying on its filesystem, not following links."""
-    total, seen = 0, set()
+    """Bytes allocated under `path` (like `du -s`), staying on its filesystem, not following links;
+    whatever vanishes or cannot be read meanwhile is skipped."""
     try:
         device = path.stat().st_dev
     except OSError:
         return 0
-    for folder, dirs, files in os.walk(path):
-        for name in (*dirs, *files):
+    total, seen, stack = 0, set(), [str(path)]
+    while stack:
+        try:
+            with os.scandir(stack.pop()) as listing:
+                entries = list(listing)
+        except OSError:
+            continue
+        for entry in entries:
             try:
-                st = os.lstat(os.path.join(folder, name))
+                st = entry.stat(follow_symlinks=False)
+                folder = entry.is_dir(follow_symlinks=False)
             except OSError:
                 continue
-            if st.st_dev != device or (st.st_ino in seen and st.st_nlink > 1):
+            if st.st_dev != device or (st.st_nlink > 1 and not folder and st.st_ino in seen):
                 continue
             seen.add(st.st_ino)
             total += st.st_blocks * 512
-        dirs[:] = [d for d in dirs if os.lstat(os.path.join(folder, d)).st_dev == device]
+            if folder:
+                stack.append(entry.path)
     return total
 
 
@@ -82,6 +90,7 @@ class NodeVolumes:
         self.clock = clock
         self._lock = threading.Lock()
         self._measured: dict[str, tuple[float, int]] = {}  # key → (when, bytes published)
+        self._records = self._load()  # key → record, kept in memory (read every tick)
         self._over: set[str] = set()  # keys reported over their size (warned once per crossing)
 
     # -- making and mounting -------------------------------------------------------------------
@@ -94,14 +103,15 @@ class NodeVolumes:
             if record is None:
                 fresh = not host.exists() or not any(host.iterdir())
                 host.mkdir(mode=0o755, parents=True, exist_ok=True)
-                image = bool(volume.size and self.enforce and fresh)
-                if image:
+                kept = self._image(volume.key).exists()  # its record was lost: use it, never mkfs again
+                image = kept or bool(volume.size and self.enforce and fresh)
+                if image and not kept:
                     self._make_image(volume.key, int(volume.size or 0))
-                elif volume.size and not fresh:
+                elif volume.size and not fresh and not kept:
                     log.warning("volume %s: %s already holds data; its size is reported, not enforced",
                                 volume.key, host)
-                record = {"key": volume.key, "size": volume.size if image else None, "image": image,
-                          "created": time.time()}
+                size = self._image(volume.key).stat().st_size if image else None
+                record = {"key": volume.key, "size": size, "image": image, "created": time.time()}
                 self._write_record(volume.key, record)
             else:
                 host.mkdir(mode=0o755, parents=True, exist_ok=True)
@@ -133,9 +143,12 @@ class NodeVolumes:
         declaration (`declared`: `tenant/volume` → its desired/volume document) says `persistent`
         false. `idle()` must say that no container outside the desired ones is left (one still
         being removed may hold a volume); it is asked only when something would go."""
-        doomed = [key for key in self.keys() if key not in referenced
+        keys = self.keys()
+        doomed = [key for key in keys if key not in referenced
                   and isinstance(doc := declared.get("/".join(key.split("/")[:2])), dict)
-                  and doc.get("persistent") is False]
+                  and doc.get("persistent") is False
+                  # a shared volume's directory may hold ordinals' own (one volume, two services)
+                  and not any(other.startswith(key + "/") for other in keys)]
         if not doomed or not idle():
             return []
         gone = []
@@ -158,6 +171,7 @@ class NodeVolumes:
             shutil.rmtree(host, ignore_errors=True)
             self._image(key).unlink(missing_ok=True)
             self._record_path(key).unlink(missing_ok=True)
+            self._records.pop(key, None)
             self._measured.pop(key, None)
             self._over.discard(key)
             parent = host.parent  # a per-ordinal directory's parent, unless it is a volume itself
@@ -224,9 +238,18 @@ class NodeVolumes:
     # -- records -------------------------------------------------------------------------------
     def keys(self) -> list[str]:
         """Every volume directory this node made."""
+        return sorted(self._records)
+
+    def _load(self) -> dict[str, dict[str, Any]]:
         if not self.meta.is_dir():
-            return []
-        return sorted(str(p.relative_to(self.meta)).removesuffix(".json") for p in self.meta.rglob("*.json"))
+            return {}
+        records = {}
+        for path in self.meta.rglob("*.json"):
+            try:
+                records[str(path.relative_to(self.meta)).removesuffix(".json")] = json.loads(path.read_text())
+            except (OSError, ValueError):
+                continue  # a torn record: the directory is treated as not made here (never deleted)
+        return records
 
     def _record_path(self, key: str) -> Path:
         return self.meta.joinpath(*key.split("/")[:-1], key.rsplit("/", 1)[-1] + ".json")
@@ -235,10 +258,7 @@ class NodeVolumes:
         return self.meta.joinpath(*key.split("/")[:-1], key.rsplit("/", 1)[-1] + ".img")
 
     def _record(self, key: str) -> dict[str, Any] | None:
-        try:
-            return json.loads(self._record_path(key).read_text())
-        except (OSError, ValueError):
-            return None
+        return self._records.get(key)
 
     def _write_record(self, key: str, record: dict[str, Any]) -> None:
         path = self._record_path(key)
@@ -246,3 +266,4 @@ class NodeVolumes:
         tmp = path.with_name(path.name + ".tmp")
         tmp.write_text(json.dumps(record))
         tmp.rename(path)
+        self._records[key] = record

@@ -93,3 +93,15 @@ def test_a_volume_goes_with_its_last_instance_unless_persistent(tmp_path: Path,
         assert (folder / "file").exists() == (persistent is not False)
     finally:
         core.shutdown(remove=True)
+
+
+def test_a_shared_directory_holding_ordinals_waits_for_them(tmp_path: Path) -> None:
+    volumes = NodeVolumes(tmp_path, enforce=False)  # one volume used by a stateful and a plain service
+    volumes.prepare(VolumeMount("default/data", "/data"))
+    (volumes.prepare(VolumeMount("default/data/db-0", "/data")) / "file").write_text("x")
+    declared = {"default/data": volume_doc(False)}
+    assert volumes.collect({"default/data/db-0"}, declared) == []
+    assert (tmp_path / "volumes" / "default" / "data" / "db-0" / "file").exists()
+    assert volumes.collect(set(), declared) == ["default/data/db-0"]
+    assert volumes.collect(set(), declared) == ["default/data"]
+    assert NodeVolumes(tmp_path, enforce=False).keys() == []  # the records went too
