@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ccattler.agent.node import NodeCore
+from ccattler.agent.runtime.logindex import LogIndexer
 from ccattler.agent.slice_state import Reporter, SliceState
 from ccattler.agent.tunnel import AgentTunnel
 from ccattler.engine.facts import CcaError
@@ -42,6 +43,8 @@ class AgentLoop:
         heartbeat = None
         self.state.reset()  # a fresh watch from revision 0 brings the whole slice again
         self._watch(0)
+        indexing = threading.Event()  # the log time index (`cca logs --since`) runs as long as we do
+        LogIndexer(self.core.runtime).start(indexing)
         tunnel = None
         if hasattr(self.client, "tunnel"):  # logs and exec sessions from the server
             tunnel = AgentTunnel(self.client, self.core.runtime)
@@ -54,6 +57,7 @@ class AgentLoop:
                 if self.state.synced:  # containers are kept while the server is away
                     self._reconcile_and_report()
         finally:
+            indexing.set()
             if tunnel is not None:
                 tunnel.close()
             if heartbeat is not None:

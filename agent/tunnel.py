@@ -11,12 +11,14 @@ import os
 import queue
 import subprocess
 import threading
+import time
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 from ccattler.agent.debug import node_report
 from ccattler.agent.runtime.base import ContainerError, Runtime
+from ccattler.agent.runtime.logindex import read_since
+from ccattler.agent.runtime.terminal import MAX_CELLS, set_window_size
 from ccattler.engine.api.gen.ccattler.v1 import api_pb2
 from ccattler.engine.facts import CcaError
 
@@ -27,12 +29,49 @@ Send = Callable[[api_pb2.TunnelUp], None]
 
 
 class _Session:
-    """One session on this node: a cancel flag, and for exec the process and its stdin queue."""
+    """One session on this node: a cancel flag, and for exec the process, its stdin queue and (with
+    a terminal) its window size."""
 
     def __init__(self) -> None:
         self.cancelled = threading.Event()
         self.process: subprocess.Popen[bytes] | None = None
         self.stdin: queue.Queue[bytes | None] = queue.Queue()
+        self.size: tuple[int, int] | None = None
+        self._terminal: int | None = None  # our own descriptor of an exec's pty master, for resizes
+        self._lock = threading.Lock()  # resizes arrive on the tunnel's thread, the process starts on ours
+
+    def initial_size(self, requested: tuple[int, int] | None) -> tuple[int, int] | None:
+        """The size to start with: a resize that came before the start wins over the request's."""
+        with self._lock:
+            return self.size or requested
+
+    def started(self, process: subprocess.Popen[bytes], tty: bool, size: tuple[int, int] | None) -> None:
+        with self._lock:
+            self.process = process
+            if tty:  # a duplicate: stdin closes at end of input, stdout once drained; resizes go on
+                assert process.stdout is not None
+                self._terminal = os.dup(process.stdout.fileno())
+                if self.size is not None and self.size != size:  # it changed while the process started
+                    self._apply()
+
+    def finished(self) -> None:
+        with self._lock:
+            if self._terminal is not None:
+                os.close(self._terminal)
+                self._terminal = None
+
+    def resize(self, rows: int, cols: int) -> None:
+        with self._lock:
+            self.size = (rows, cols)
+            if self._terminal is not None:
+                self._apply()
+
+    def _apply(self) -> None:
+        assert self._terminal is not None and self.size is not None
+        try:
+            set_window_size(self._terminal, *self.size)
+        except (OSError, ValueError) as exc:  # a size no terminal has
+            log.debug("exec resize to %s: %s", self.size, exc)
 
     def cancel(self) -> None:
         self.cancelled.set()
@@ -96,6 +135,8 @@ class AgentTunnel:
             self._sessions.pop(down.session, None)
             session.cancel()
             return
+        if down.HasField("resize"):
+            session.resize(down.resize.rows, down.resize.cols)
         if down.stdin:
             session.stdin.put(down.stdin)
         if down.stdin_closed:
@@ -121,9 +162,7 @@ class AgentTunnel:
 
     def _logs(self, session: _Session, request: dict[str, Any], out: Callable[[int, bytes], None]) -> None:
         path = self.runtime.log_path(str(request["instance"]))
-        rotated = _read(path.with_name(path.name + ".1"))
-        current = _read(path)
-        data = rotated + current
+        data, offset = read_since(path, _since(request))
         tail = int(request.get("tail") or 0)
         if tail > 0:
             data = b"".join(data.splitlines(keepends=True)[-tail:])
@@ -131,7 +170,6 @@ class AgentTunnel:
             out(1, data[start:start + CHUNK])
         if not request.get("follow"):
             return None
-        offset = len(current)
         while not session.cancelled.wait(self.poll):
             try:
                 size = path.stat().st_size
@@ -156,18 +194,24 @@ class AgentTunnel:
         name, argv = str(request["instance"]), [str(a) for a in request["command"]]
         if self.runtime.status(name) is None:
             raise ContainerError(f"instance {name} does not run on this node")
-        process = session.process = self.runtime.exec_process(name, argv, bool(request.get("tty")))
-        if session.cancelled.is_set():
-            process.kill()
-        assert process.stdin and process.stdout and process.stderr
-        pumps = [threading.Thread(target=_pump, args=(stream, fd, out), daemon=True)
-                 for stream, fd in ((process.stdout, 1), (process.stderr, 2))]
-        pumps.append(threading.Thread(target=_feed, args=(session.stdin, process.stdin), daemon=True))
-        for pump in pumps:
-            pump.start()
-        for pump in pumps[:2]:
-            pump.join()
-        code = process.wait()
+        tty, size = bool(request.get("tty")), _size(request.get("size"))
+        size = session.initial_size(size)
+        process = self.runtime.exec_process(name, argv, tty, size if tty else None)
+        session.started(process, tty, size)
+        try:
+            if session.cancelled.is_set():
+                process.kill()
+            assert process.stdin and process.stdout and process.stderr
+            pumps = [threading.Thread(target=_pump, args=(stream, fd, out), daemon=True)
+                     for stream, fd in ((process.stdout, 1), (process.stderr, 2))]
+            pumps.append(threading.Thread(target=_feed, args=(session.stdin, process.stdin), daemon=True))
+            for pump in pumps:
+                pump.start()
+            for pump in pumps[:2]:
+                pump.join()
+            code = process.wait()
+        finally:
+            session.finished()
         session.stdin.put(None)
         return code if code >= 0 else 128 - code  # killed by a signal: the shell's convention
 
@@ -177,11 +221,27 @@ def _drain(ups: queue.Queue[api_pb2.TunnelUp | None]) -> Iterator[api_pb2.Tunnel
         yield item
 
 
-def _read(path: Path) -> bytes:
+def _size(value: Any) -> tuple[int, int] | None:
+    """An exec request's starting terminal size ([rows, columns]); None when absent or no size."""
+    if not value:
+        return None
     try:
-        return path.read_bytes()
-    except FileNotFoundError:
-        return b""
+        rows, cols = (int(v) for v in value)
+    except (TypeError, ValueError):
+        raise ValueError(f"malformed terminal size {value!r} (expected [rows, columns])") from None
+    if not (0 < rows <= MAX_CELLS and 0 < cols <= MAX_CELLS):
+        return None  # a client without a real window (0×0): the pty keeps its default
+    return rows, cols
+
+
+def _since(request: dict[str, Any]) -> float | None:
+    """The unix time a logs request starts at: `since_time`, or `since_seconds` before now (this
+    node's clock, so a duration does not depend on the client's)."""
+    if request.get("since_time"):
+        return float(request["since_time"])
+    if request.get("since_seconds"):
+        return time.time() - float(request["since_seconds"])
+    return None
 
 
 def _pump(stream: Any, fd: int, out: Callable[[int, bytes], None]) -> None:

@@ -1,10 +1,14 @@
 """`cca exec INSTANCE [-i] [-t] -- CMD…`: run a command in a running instance through the API server
-(`runc exec` on its node); stdin with `-i`, a terminal with `-t`, and its exit code becomes ours."""
+(`runc exec` on its node); stdin with `-i`, a terminal with `-t` (at our window's size, following
+it), and its exit code becomes ours."""
 
 from __future__ import annotations
 
 import os
+import queue
+import signal
 import sys
+import threading
 from collections.abc import Iterator
 from typing import Annotated
 
@@ -23,6 +27,63 @@ def _inputs(first, interactive: bool) -> Iterator:  # noqa: ANN001
     yield api_pb2.ExecInput(stdin_closed=True)
 
 
+def _window_size():  # noqa: ANN202
+    """Our terminal's size as a `WindowSize`, or None when neither stdin nor stdout is a terminal."""
+    from ccattler.engine.api.gen.ccattler.v1 import api_pb2
+
+    for stream in (sys.stdout, sys.stdin):
+        try:
+            columns, rows = os.get_terminal_size(stream.fileno())
+        except (OSError, ValueError):
+            continue
+        if rows and columns:
+            return api_pb2.WindowSize(rows=rows, cols=columns)
+    return None
+
+
+class _TerminalInputs:
+    """With -t: stdin (read on a thread when -i) and window changes (SIGWINCH) merged into one
+    stream of `ExecInput`s, kept open after stdin ends so later resizes still reach the pty."""
+
+    def __init__(self, first, interactive: bool) -> None:  # noqa: ANN001
+        from ccattler.engine.api.gen.ccattler.v1 import api_pb2
+
+        self._pb = api_pb2
+        self._queue: queue.Queue = queue.Queue()
+        self._queue.put(first)
+        if interactive:
+            threading.Thread(target=self._read, daemon=True).start()
+        else:
+            self._queue.put(api_pb2.ExecInput(stdin_closed=True))
+        self._hooked = True
+        try:
+            self._previous = signal.signal(signal.SIGWINCH, self._resized)
+        except ValueError:  # not the main thread (embedded use): the size stays as it started
+            self._hooked = False
+
+    def __iter__(self) -> Iterator:
+        while (message := self._queue.get()) is not None:
+            yield message
+
+    def close(self) -> None:
+        if self._hooked:
+            signal.signal(signal.SIGWINCH, self._previous if self._previous is not None else signal.SIG_DFL)
+        self._queue.put(None)
+
+    def _read(self) -> None:
+        try:
+            while data := os.read(sys.stdin.fileno(), 32 * 1024):
+                self._queue.put(self._pb.ExecInput(stdin=data))
+        except OSError:
+            pass
+        self._queue.put(self._pb.ExecInput(stdin_closed=True))
+
+    def _resized(self, signum: int, frame: object) -> None:
+        size = _window_size()
+        if size is not None:
+            self._queue.put(self._pb.ExecInput(resize=size))
+
+
 @reports_errors
 def exec_(instance: Annotated[str, typer.Argument(help="Instance (tenant/name for another tenant).")],
           command: Annotated[list[str], typer.Argument(help="The command and its arguments (after --).")],
@@ -38,6 +99,9 @@ def exec_(instance: Annotated[str, typer.Argument(help="Instance (tenant/name fo
     if not command:
         raise typer.BadParameter("give the command after --")
     first = api_pb2.ExecInput(instance=instance, tenant=tenant, command=command, tty=tty)
+    size = _window_size() if tty else None
+    if size is not None:  # the remote terminal starts at our size and follows it (SIGWINCH)
+        first.resize.CopyFrom(size)
     raw = tty and interactive and sys.stdin.isatty()
     saved = None
     if raw:  # keys go to the remote terminal as typed (Ctrl-C included)
@@ -47,9 +111,11 @@ def exec_(instance: Annotated[str, typer.Argument(help="Instance (tenant/name fo
         saved = termios.tcgetattr(sys.stdin.fileno())
         terminal.setraw(sys.stdin.fileno())
     code = None
+    inputs = _TerminalInputs(first, interactive) if tty else None
+    messages = iter(inputs) if inputs is not None else _inputs(first, interactive)
     try:
         with client(context, server, token) as api:
-            for out in api.stream(api.cluster, "Exec", _inputs(first, interactive)):
+            for out in api.stream(api.cluster, "Exec", messages):
                 if out.stdout:
                     sys.stdout.buffer.write(out.stdout)
                     sys.stdout.buffer.flush()
@@ -59,6 +125,8 @@ def exec_(instance: Annotated[str, typer.Argument(help="Instance (tenant/name fo
                 if out.exited:
                     code = out.exit_code
     finally:
+        if inputs is not None:
+            inputs.close()
         if saved is not None:
             import termios
 

@@ -1,5 +1,5 @@
-"""`cca logs SERVICE|INSTANCE [-f] [--tail N] [--tag k=v]`: container output from every node running
-it, through the API server (each line prefixed with its instance)."""
+"""`cca logs SERVICE|INSTANCE [-f] [--tail N] [--since 5m|TIME] [--tag k=v]`: container output from
+every node running it, through the API server (each line prefixed with its instance)."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from ccattler.cli._common import (
     parse_tags,
     reports_errors,
 )
+from ccattler.cli.since import parse_since
 
 
 class _Lines:
@@ -45,6 +46,11 @@ def logs(target: Annotated[str, typer.Argument(help="Service or instance (tenant
          follow: Annotated[bool, typer.Option("--follow", "-f", help="Keep streaming new output.")] = False,
          tail: Annotated[int, typer.Option("--tail", help="Lines from the end of each log (0: all).",
                                            min=0)] = 0,
+         since: Annotated[str | None, typer.Option(
+             "--since", metavar="DURATION|TIME", callback=lambda v: None if v is None else parse_since(v),
+             help="Only output written in the last DURATION (30s, 5m, 2h) or since an RFC 3339 TIME "
+                  "(2024-05-01T12:00:00Z); accurate to about a second. --tail applies to what remains.")
+                           ] = None,
          tag: Annotated[list[str] | None, typer.Option("--tag", help="KEY=VALUE: every service tagged so "
                                                        "(repeatable).")] = None,
          tenant: TenantOpt = "", context: ContextOpt = None, server: ServerOpt = None,
@@ -55,7 +61,9 @@ def logs(target: Annotated[str, typer.Argument(help="Service or instance (tenant
     tags = parse_tags(tag)
     if not target and not tags:
         raise typer.BadParameter("name a service or an instance, or give --tag KEY=VALUE")
-    request = api_pb2.LogsRequest(target=target, tenant=tenant, follow=follow, tail=tail, tags=tags)
+    since_seconds, since_time = since or (0.0, 0.0)  # parsed by the option's callback
+    request = api_pb2.LogsRequest(target=target, tenant=tenant, follow=follow, tail=tail, tags=tags,
+                                  since_seconds=since_seconds, since_time=since_time)
     lines = _Lines(prefix=True)
     out = sys.stdout.buffer
     try:

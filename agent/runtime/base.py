@@ -184,9 +184,15 @@ class Runtime(abc.ABC):
         """The file the container's stdout and stderr append to (rotated to `<file>.1`)."""
         raise ContainerError(f"the {self.kind} runtime keeps no container logs")
 
-    def exec_process(self, name: str, argv: list[str], tty: bool = False) -> subprocess.Popen[bytes]:
+    def log_paths(self) -> list[Path] | None:
+        """Every container's log file (for the time index), or None when the runtime keeps none."""
+        return None
+
+    def exec_process(self, name: str, argv: list[str], tty: bool = False,
+                     size: tuple[int, int] | None = None) -> subprocess.Popen[bytes]:
         """Start `argv` in the running container with stdin, stdout and stderr as pipes (interactive
-        exec); with `tty` the command gets a terminal."""
+        exec); with `tty` the command gets a terminal of `size` (rows, columns) whose master side is
+        its stdin and stdout (`terminal.set_window_size` on it resizes)."""
         raise ContainerError(f"the {self.kind} runtime cannot exec into containers")
 
     def stop_many(self, names: list[str], timeout: float = 5.0) -> dict[str, str]:

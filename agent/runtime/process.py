@@ -132,7 +132,8 @@ class ProcessRuntime(Runtime):
             self._signal(meta["pid"], signal.SIGKILL)
             self._reap(name, wait=True)
         self._children.pop(name, None)
-        shutil.rmtree(folder, ignore_errors=True)
+        with logfile.LOCK:  # the log indexer must not re-create log.idx in a half-removed folder
+            shutil.rmtree(folder, ignore_errors=True)
 
     def list(self) -> list[ContainerStatus]:
         statuses = []
@@ -184,7 +185,8 @@ class ProcessRuntime(Runtime):
         return sum(overwrite(root.joinpath(*[p for p in s.path.split("/") if p not in ("", ".")]), s.value)
                    for s in secrets)
 
-    def exec_process(self, name: str, argv: list[str], tty: bool = False) -> subprocess.Popen[bytes]:
+    def exec_process(self, name: str, argv: list[str], tty: bool = False,
+                     size: tuple[int, int] | None = None) -> subprocess.Popen[bytes]:
         folder = self.dirs / container_id(name)
         meta = self._meta(folder)
         if meta is None or not self._running(meta):
@@ -205,6 +207,9 @@ class ProcessRuntime(Runtime):
 
     def logs(self, name: str, tail_bytes: int | None = None) -> bytes:
         return logfile.read(self.log_path(name), tail_bytes)
+
+    def log_paths(self) -> list[Path]:
+        return [folder / "log" for folder in self.dirs.iterdir()]
 
     def prune(self) -> list[str]:
         """Rotate logs that grew past their limit (a process runtime leaves no other leftovers)."""

@@ -39,6 +39,7 @@ from ccattler.agent.runtime.bundle_files import config_mounts, write_etc_files
 from ccattler.agent.runtime.oci_spec import runtime_config
 from ccattler.agent.runtime.reaper import describe, process_reaper
 from ccattler.agent.runtime.secrets import mount_secrets, refresh_secrets, unmount_secrets
+from ccattler.agent.runtime.terminal import set_window_size
 from ccattler.agent.runtime.volumes import NodeVolumes
 from ccattler.engine.facts import CcaError
 
@@ -63,15 +64,21 @@ def _started_at(bundle: Path) -> float | None:
         return None
 
 
-def _on_terminal(args: list[str]) -> subprocess.Popen[bytes]:
+def _on_terminal(args: list[str], size: tuple[int, int] | None) -> subprocess.Popen[bytes]:
     """Run `args` on a new pty as its controlling terminal (`runc exec -t` relays its own terminal
-    into the container's); the master side is the process's stdin and stdout."""
+    into the container's, `size` rows × columns to start with); the master side is the process's
+    stdin and stdout."""
     master, slave = pty.openpty()
     # util-linux `setsid --ctty` makes the pty the controlling terminal, then execs runc. A
     # preexec_fn would force a real fork() in this multi-threaded gRPC process, whose fork
     # handlers abort the child ("Check failed: next_worker->state == KICKED").
     try:
+        if size is not None:  # before runc starts: it sizes the container's terminal from ours
+            set_window_size(master, *size)
         process = subprocess.Popen(["setsid", "--ctty", *args], stdin=slave, stdout=slave, stderr=slave)
+    except BaseException:
+        os.close(master)
+        raise
     finally:
         os.close(slave)
     process.stdin = os.fdopen(os.dup(master), "wb", buffering=0)
@@ -193,7 +200,8 @@ class RuncRuntime(Runtime):
         bundle = self.bundles / cid
         _umount(bundle / "rootfs")
         unmount_secrets(bundle)
-        shutil.rmtree(bundle, ignore_errors=True)
+        with logfile.LOCK:  # the log indexer must not re-create log.idx in a half-removed bundle
+            shutil.rmtree(bundle, ignore_errors=True)
 
     # -- observation ---------------------------------------------------------------------------
     def list(self) -> list[ContainerStatus]:
@@ -255,7 +263,8 @@ class RuncRuntime(Runtime):
     def refresh_secrets(self, name: str, secrets: tuple[SecretFile, ...]) -> int:
         return refresh_secrets(self.bundles / container_id(name), secrets)
 
-    def exec_process(self, name: str, argv: list[str], tty: bool = False) -> subprocess.Popen[bytes]:
+    def exec_process(self, name: str, argv: list[str], tty: bool = False,
+                     size: tuple[int, int] | None = None) -> subprocess.Popen[bytes]:
         cid = container_id(name)
         if self._state(cid) != "running":
             raise ContainerError(f"container {name} is not running")
@@ -263,7 +272,7 @@ class RuncRuntime(Runtime):
         if not tty:
             pipe = subprocess.PIPE
             return subprocess.Popen(args, stdin=pipe, stdout=pipe, stderr=pipe)
-        return _on_terminal(args)
+        return _on_terminal(args, size)
 
     def log_path(self, name: str) -> Path:
         bundle = self.bundles / container_id(name)
@@ -273,6 +282,9 @@ class RuncRuntime(Runtime):
 
     def logs(self, name: str, tail_bytes: int | None = None) -> bytes:
         return logfile.read(self.log_path(name), tail_bytes)
+
+    def log_paths(self) -> list[Path]:
+        return [bundle / "log" for bundle in self.bundles.iterdir()]
 
     def _volumes(self, spec: ContainerSpec) -> list[dict[str, Any]]:
         """Bind mounts of the spec's volume directories (made, or mounted again, by `volumes`)."""

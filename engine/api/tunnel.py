@@ -32,6 +32,11 @@ class Session:
     def send(self, stdin: bytes = b"", closed: bool = False) -> None:
         self._tunnel.down.put(api_pb2.TunnelDown(session=self.id, stdin=stdin, stdin_closed=closed))
 
+    def resize(self, rows: int, cols: int) -> None:
+        """An exec session's terminal changed size."""
+        size = api_pb2.WindowSize(rows=rows, cols=cols)
+        self._tunnel.down.put(api_pb2.TunnelDown(session=self.id, resize=size))
+
     def cancel(self) -> None:
         """End the session on the node (kills an exec, stops a follow); safe to call twice."""
         if self._tunnel.sessions.pop(self.id, None) is not None:

@@ -64,6 +64,10 @@ def resolve(store: Store, tenant: str, target: str, tags: dict[str, str] | None 
 def stream_logs(hub: TunnelHub, targets: list[Target], request: api_pb2.LogsRequest,
                 active: Callable[[], bool]) -> Iterator[api_pb2.LogChunk]:
     """Every target's log, interleaved as it arrives; ends when all end (never, with follow)."""
+    for name in ("since_seconds", "since_time"):
+        value = getattr(request, name)
+        if not 0 <= value < 1e12:  # also refuses NaN
+            raise BadRequest(f"logs: {name} must be a number of seconds ≥ 0, got {value}")
     output: queue.Queue[tuple[Session, api_pb2.TunnelUp]] = queue.Queue()
     sessions: list[Session] = []
     try:
@@ -73,7 +77,8 @@ def stream_logs(hub: TunnelHub, targets: list[Target], request: api_pb2.LogsRequ
                 continue
             try:
                 sessions.append(hub.open(target.node, "logs", {
-                    "instance": target.key, "follow": request.follow, "tail": request.tail},
+                    "instance": target.key, "follow": request.follow, "tail": request.tail,
+                    "since_seconds": request.since_seconds, "since_time": request.since_time},
                     target.key, output))
             except CcaError as exc:
                 yield api_pb2.LogChunk(instance=target.key, data=f"[cca] {exc}\n".encode())
@@ -99,15 +104,20 @@ def relay_exec(hub: TunnelHub, target: Target, first: api_pb2.ExecInput, inputs:
     """Run `first.command` in `target` on its node; stdin flows in, output and the exit code out."""
     if target.node is None:
         raise CcaError(f"instance {target.key} is not placed on any node")
-    session = hub.open(target.node, "exec", {"instance": target.key, "command": list(first.command),
-                                             "tty": first.tty}, target.key)
+    request = {"instance": target.key, "command": list(first.command), "tty": first.tty}
+    if first.HasField("resize"):
+        request["size"] = [first.resize.rows, first.resize.cols]
+    session = hub.open(target.node, "exec", request, target.key)
     if first.stdin or first.stdin_closed:
         session.send(first.stdin, first.stdin_closed)
 
     def feed() -> None:
         try:
             for message in inputs:
-                session.send(message.stdin, message.stdin_closed)
+                if message.HasField("resize"):
+                    session.resize(message.resize.rows, message.resize.cols)
+                if message.stdin or message.stdin_closed:
+                    session.send(message.stdin, message.stdin_closed)
         except Exception:  # the client went away: the exec sees end of input
             pass
         session.send(b"", True)

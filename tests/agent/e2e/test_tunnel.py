@@ -158,3 +158,77 @@ def test_node_inspect_and_top(cluster) -> None:
     assert node["name"] == "n1" and node["instances"] == 2 and node["memory_capacity"] > node["memory"]
     with pytest.raises(ApiError, match="not known"):
         admin.json("NodeInspect", api_pb2.GetRequest(name="nope"))
+
+
+PAUSE = "echo before-1; echo before-2; sleep 5; echo after-1; echo after-2; exec sleep 600"
+
+
+def test_logs_since_returns_only_what_was_written_in_the_window(cluster) -> None:
+    admin, store = cluster
+    store.txn(puts={
+        "desired/service/default/pause": {
+            "kind": "service", "tenant": "default", "name": "pause", "image": "busybox", "command": PAUSE,
+            "env": {}, "config": {"env": {}, "files": []}, "resources": {"cpu": 100, "memory": 32 << 20}},
+        "derived/placement/default/pause-a": {"service": "default/pause", "instance": "pause-a", "node": "n1",
+                                              "revision": 1, "score": 0},
+        "derived/network/ip/default/pause-a": {"node": "n1", "ip": f"{_prefix(store)}.9"}})
+
+    def text(**options) -> str:  # noqa: ANN003
+        request = api_pb2.LogsRequest(target="pause-a", **options)
+        return b"".join(c.data for c in admin.stream(admin.cluster, "Logs", request)).decode()
+
+    first = wait_for(lambda: "before-2" in (t := text()) and t, timeout=30)  # before: "[cca] … not exist"
+    assert "after" not in first, "the pause passed before the log was read (machine too slow?)"
+    wait_for(lambda: "after-2" in text(), timeout=15)
+    later = time.time() - 1.5  # inside the 5 s pause, a checkpoint interval clear of both sides
+    assert text() == "before-1\nbefore-2\nafter-1\nafter-2\n"
+    assert text(since_time=later) == "after-1\nafter-2\n"
+    assert text(since_seconds=time.time() - later) == "after-1\nafter-2\n"
+    assert text(since_seconds=time.time() - later, tail=1) == "after-2\n"  # since first, then tail
+    assert text(since_seconds=3600) == "before-1\nbefore-2\nafter-1\nafter-2\n"
+    with pytest.raises(ApiError, match="since_seconds must be"):
+        text(since_seconds=-5)
+
+
+def _prefix(store) -> str:  # noqa: ANN001
+    return store.get("derived/network/subnet/n1").value["subnet"].rsplit(".", 1)[0]
+
+
+def _exec_on_terminal(admin, command: list[str], resize_after: bytes | None = None):  # noqa: ANN001, ANN202
+    """Run `command` with -t at 33×101; once its output shows `resize_after`, resize to 40×120."""
+    seen = threading.Event()
+    done = threading.Event()
+
+    def inputs():  # noqa: ANN202
+        yield api_pb2.ExecInput(instance="talk-a", command=command, tty=True,
+                                resize=api_pb2.WindowSize(rows=33, cols=101))
+        if resize_after is not None:
+            assert seen.wait(15), "the first size never showed"
+            yield api_pb2.ExecInput(resize=api_pb2.WindowSize(rows=40, cols=120))
+        done.wait(30)
+
+    output = b""
+    for out in admin.stream(admin.cluster, "Exec", inputs()):
+        output += out.stdout
+        if resize_after is not None and resize_after in output:
+            seen.set()
+        if out.exited:
+            done.set()
+            return output, out.exit_code
+    done.set()
+    raise AssertionError(f"no exit: {output!r}")
+
+
+def test_exec_terminal_starts_at_the_clients_size(cluster) -> None:
+    admin, _ = cluster
+    output, code = _exec_on_terminal(admin, ["stty", "size"])
+    assert output.strip() == b"33 101" and code == 0
+
+
+def test_exec_terminal_follows_a_resize(cluster) -> None:
+    admin, _ = cluster
+    script = ('stty size; i=0; while [ "$(stty size)" != "40 120" ]; do i=$((i+1)); '
+              '[ $i -gt 150 ] && exit 9; sleep 0.1; done; stty size')
+    output, code = _exec_on_terminal(admin, ["sh", "-c", script], resize_after=b"33 101")
+    assert code == 0, output
+    assert output.split() == [b"33", b"101", b"40", b"120"], output

@@ -166,7 +166,7 @@ class Token(_message.Message):
     def __init__(self, token: _Optional[str] = ..., id: _Optional[str] = ..., expires: _Optional[float] = ...) -> None: ...
 
 class LogsRequest(_message.Message):
-    __slots__ = ("target", "tenant", "follow", "tail", "tags")
+    __slots__ = ("target", "tenant", "follow", "tail", "tags", "since_seconds", "since_time")
     class TagsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -179,12 +179,16 @@ class LogsRequest(_message.Message):
     FOLLOW_FIELD_NUMBER: _ClassVar[int]
     TAIL_FIELD_NUMBER: _ClassVar[int]
     TAGS_FIELD_NUMBER: _ClassVar[int]
+    SINCE_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    SINCE_TIME_FIELD_NUMBER: _ClassVar[int]
     target: str
     tenant: str
     follow: bool
     tail: int
     tags: _containers.ScalarMap[str, str]
-    def __init__(self, target: _Optional[str] = ..., tenant: _Optional[str] = ..., follow: _Optional[bool] = ..., tail: _Optional[int] = ..., tags: _Optional[_Mapping[str, str]] = ...) -> None: ...
+    since_seconds: float
+    since_time: float
+    def __init__(self, target: _Optional[str] = ..., tenant: _Optional[str] = ..., follow: _Optional[bool] = ..., tail: _Optional[int] = ..., tags: _Optional[_Mapping[str, str]] = ..., since_seconds: _Optional[float] = ..., since_time: _Optional[float] = ...) -> None: ...
 
 class LogChunk(_message.Message):
     __slots__ = ("instance", "data")
@@ -194,21 +198,31 @@ class LogChunk(_message.Message):
     data: bytes
     def __init__(self, instance: _Optional[str] = ..., data: _Optional[bytes] = ...) -> None: ...
 
+class WindowSize(_message.Message):
+    __slots__ = ("rows", "cols")
+    ROWS_FIELD_NUMBER: _ClassVar[int]
+    COLS_FIELD_NUMBER: _ClassVar[int]
+    rows: int
+    cols: int
+    def __init__(self, rows: _Optional[int] = ..., cols: _Optional[int] = ...) -> None: ...
+
 class ExecInput(_message.Message):
-    __slots__ = ("instance", "tenant", "command", "tty", "stdin", "stdin_closed")
+    __slots__ = ("instance", "tenant", "command", "tty", "stdin", "stdin_closed", "resize")
     INSTANCE_FIELD_NUMBER: _ClassVar[int]
     TENANT_FIELD_NUMBER: _ClassVar[int]
     COMMAND_FIELD_NUMBER: _ClassVar[int]
     TTY_FIELD_NUMBER: _ClassVar[int]
     STDIN_FIELD_NUMBER: _ClassVar[int]
     STDIN_CLOSED_FIELD_NUMBER: _ClassVar[int]
+    RESIZE_FIELD_NUMBER: _ClassVar[int]
     instance: str
     tenant: str
     command: _containers.RepeatedScalarFieldContainer[str]
     tty: bool
     stdin: bytes
     stdin_closed: bool
-    def __init__(self, instance: _Optional[str] = ..., tenant: _Optional[str] = ..., command: _Optional[_Iterable[str]] = ..., tty: _Optional[bool] = ..., stdin: _Optional[bytes] = ..., stdin_closed: _Optional[bool] = ...) -> None: ...
+    resize: WindowSize
+    def __init__(self, instance: _Optional[str] = ..., tenant: _Optional[str] = ..., command: _Optional[_Iterable[str]] = ..., tty: _Optional[bool] = ..., stdin: _Optional[bytes] = ..., stdin_closed: _Optional[bool] = ..., resize: _Optional[_Union[WindowSize, _Mapping]] = ...) -> None: ...
 
 class ExecOutput(_message.Message):
     __slots__ = ("stdout", "stderr", "exited", "exit_code")
@@ -349,17 +363,19 @@ class TunnelUp(_message.Message):
     def __init__(self, session: _Optional[int] = ..., fd: _Optional[int] = ..., data: _Optional[bytes] = ..., closed: _Optional[bool] = ..., exit_code: _Optional[int] = ..., error: _Optional[str] = ...) -> None: ...
 
 class TunnelDown(_message.Message):
-    __slots__ = ("session", "open", "request_json", "stdin", "stdin_closed", "cancel")
+    __slots__ = ("session", "open", "request_json", "stdin", "stdin_closed", "cancel", "resize")
     SESSION_FIELD_NUMBER: _ClassVar[int]
     OPEN_FIELD_NUMBER: _ClassVar[int]
     REQUEST_JSON_FIELD_NUMBER: _ClassVar[int]
     STDIN_FIELD_NUMBER: _ClassVar[int]
     STDIN_CLOSED_FIELD_NUMBER: _ClassVar[int]
     CANCEL_FIELD_NUMBER: _ClassVar[int]
+    RESIZE_FIELD_NUMBER: _ClassVar[int]
     session: int
     open: str
     request_json: str
     stdin: bytes
     stdin_closed: bool
     cancel: bool
-    def __init__(self, session: _Optional[int] = ..., open: _Optional[str] = ..., request_json: _Optional[str] = ..., stdin: _Optional[bytes] = ..., stdin_closed: _Optional[bool] = ..., cancel: _Optional[bool] = ...) -> None: ...
+    resize: WindowSize
+    def __init__(self, session: _Optional[int] = ..., open: _Optional[str] = ..., request_json: _Optional[str] = ..., stdin: _Optional[bytes] = ..., stdin_closed: _Optional[bool] = ..., cancel: _Optional[bool] = ..., resize: _Optional[_Union[WindowSize, _Mapping]] = ...) -> None: ...
