@@ -47,7 +47,13 @@ class ChangeSet:
 
 
 class Controller(Protocol):
-    """A pure reconcile function with its read and write domains."""
+    """A pure reconcile function with its read and write domains.
+
+    Optional: `depends_on(key) -> keys` (the inputs a written key derives from: commit guards) and
+    `wakes_on(key) -> bool` (the live runner skips a change under `reads` for which it says False;
+    it must say True for every key whose change could alter the result, and be cheap and
+    thread-safe: watch threads call it).
+    """
 
     name: ClassVar[str]
     reads: ClassVar[tuple[str, ...]]

@@ -3,7 +3,8 @@
 Stateless services get instances `<service>-<suffix>`, the suffix a short hash of (service, spec
 hash, slot), so a re-run on the same snapshot changes nothing and a spec change yields new names;
 `stateful` services get ordinals `<service>-0`, `<service>-1`… updated in place. Scaling down
-removes the newest (stateless) or the highest ordinals (stateful) first. The rollout controller
+removes the newest (stateless) or the highest ordinals (stateful) first; stateful ordinals one
+at a time, each once the agents have let go of every higher one (`ordered_stop.py`). The rollout controller
 (a later issue) steers spec changes through `derived/rollout/<tenant>/<service>`: see
 `rollout_counts` and docs/controllers.md.
 """
@@ -12,12 +13,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from collections import defaultdict
 from collections.abc import Mapping
 from typing import Any, ClassVar, NamedTuple
 
 from ccattler.engine.controllers.base import ChangeSet, Snapshot
+from ccattler.engine.controllers.ordered_stop import OBSERVED, StopWindow, ordinal_of, removable, stop_window
 from ccattler.engine.facts import ServiceRef, instance_key
 
 SERVICES = "desired/service/"
@@ -30,7 +31,6 @@ SPEC_FIELDS = ("image", "command", "env", "config", "resources", "secrets", "con
 #: Suffix alphabet without vowels (no accidental words) and without look-alikes (0/o, 1/l, 3/e).
 _ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 SUFFIX_LENGTH = 5
-_ORDINAL = re.compile(r"(0|[1-9][0-9]*)\Z")
 
 
 def spec_hash(service: Mapping[str, Any]) -> str:
@@ -87,7 +87,7 @@ class InstanceController:
     """Keeps `derived/instance/<tenant>/<service>/<instance>` in line with `desired/service/...`."""
 
     name: ClassVar[str] = "instance"
-    reads: ClassVar[tuple[str, ...]] = (SERVICES, INSTANCES, ROLLOUTS)
+    reads: ClassVar[tuple[str, ...]] = (SERVICES, INSTANCES, ROLLOUTS, *OBSERVED)
     writes: ClassVar[tuple[str, ...]] = (INSTANCES,)
 
     def __init__(self) -> None:
@@ -95,6 +95,17 @@ class InstanceController:
         # again, so the service is skipped: a memo that never alters a result. With the runner's
         # cache, unchanged documents are the same objects, so comparing them is cheap.
         self._settled: dict[str, tuple[Any, ...]] = {}
+        # The observed keys a pending ordered stop waits on (None: not known yet, wake on all).
+        self._waiting: frozenset[str] | None = None
+
+    def wakes_on(self, key: str) -> bool:
+        """Whether a change of `key` (under `reads`) can change the result. Observed facts matter
+        only while a stateful scale-down waits on them, so the thousands of other agent reports
+        never wake this controller. Called from watch threads: it only reads one attribute."""
+        if not key.startswith(OBSERVED):
+            return True
+        waiting = self._waiting
+        return waiting is None or key in waiting or (bool(waiting) and key in OBSERVED)  # a re-list
 
     def depends_on(self, key: str) -> tuple[str, ...]:
         """An instance is derived from its service: commits are guarded by the service's revision."""
@@ -117,6 +128,7 @@ class InstanceController:
         deletes: set[str] = set()
         groups: list[frozenset[str]] = []
         settled: dict[str, tuple[Any, ...]] = {}
+        waiting: set[str] = set()
         for full in sorted(services.keys() | existing.keys()):
             service = services.get(full)
             have = existing.get(full, [])
@@ -126,19 +138,32 @@ class InstanceController:
             if replica_count(service) is None:
                 continue  # malformed (admission should have refused it): leave its instances alone
             rollout = snapshot.get(ROLLOUTS + full)
+            ref = ServiceRef(*full.split("/", 1))
             inputs = (service, rollout, {inst.key: inst.doc for inst in have})
-            if self._settled.get(full) == inputs:
+            before = self._settled.get(full)
+            same = before is not None and before[:3] == inputs
+            # Agents' reports are an input only while a stateful scale-down is pending (a window),
+            # and whether one is pending follows from the other inputs: no need to look otherwise.
+            window = None
+            if service.get("stateful") and not (same and before[3] is None):
+                ordinals = (ordinal_of(ref.name, inst.name, inst.doc) for inst in have)
+                window = stop_window(snapshot, ref, replica_count(service) or 0,
+                                     [o for o in ordinals if o is not None])
+                if window is not None:
+                    waiting.update(window.keys)
+            inputs = (*inputs, window)
+            if same and before[3] == window:
                 settled[full] = inputs
                 continue
             changes_before = len(puts) + len(deletes)
-            ref = ServiceRef(*full.split("/", 1))
             if service.get("stateful"):
-                _stateful(ref, service, rollout, have, puts, deletes)
+                _stateful(ref, service, rollout, have, window, puts, deletes)
             else:
                 _stateless(ref, service, rollout, have, puts, deletes, groups)
             if len(puts) + len(deletes) == changes_before:
                 settled[full] = inputs
         self._settled = settled
+        self._waiting = frozenset(waiting)  # set before the commit: the reports it waits on come after
         return ChangeSet(puts=puts, deletes=frozenset(deletes), groups=tuple(groups))
 
 
@@ -214,6 +239,7 @@ def _stateful(
     service: Mapping[str, Any],
     rollout: Mapping[str, Any] | None,
     have: list[_Existing],
+    window: StopWindow | None,
     puts: dict[str, Any],
     deletes: set[str],
 ) -> None:
@@ -221,13 +247,17 @@ def _stateful(
     counts = rollout_counts(service, spec, rollout)
     total = replica_count(service) or 0
     by_ordinal: dict[int, _Existing] = {}
+    beyond: dict[int, str] = {}
     for inst in have:
-        ordinal_text = inst.name[len(ref.name) + 1:] if inst.name.startswith(f"{ref.name}-") else ""
-        ordinal = int(ordinal_text) if _ORDINAL.match(ordinal_text) else None
-        if ordinal is None or ordinal >= total:
-            deletes.add(inst.key)  # beyond the count (highest ordinals go first) or not an ordinal
+        ordinal = ordinal_of(ref.name, inst.name)
+        if ordinal is not None and ordinal < total:
+            by_ordinal[ordinal] = inst  # rewritten below if its document is stale
+        elif ordinal is not None and ordinal_of(ref.name, inst.name, inst.doc) is not None:
+            beyond[ordinal] = inst.key  # beyond the count: goes in order
         else:
-            by_ordinal[ordinal] = inst
+            deletes.add(inst.key)  # not an ordinal (left from a stateless period): nothing to order
+    if window is not None:
+        deletes.update(beyond[ordinal] for ordinal in removable(window, beyond.keys()))
     # Lowest ordinals keep an older spec the rollout still allows, so updates proceed from the top.
     kept_old: dict[str, int] = defaultdict(int)
     for ordinal in range(total):

@@ -76,6 +76,8 @@ class Runner:
         self._own_revisions: dict[str, deque[int]] = {c.name: deque(maxlen=64) for c in self.controllers}
         self._retry_at: dict[str, float] = {}  # controllers waiting out an error backoff
         self._failures: dict[str, int] = {c.name: 0 for c in self.controllers}
+        # A controller's optional `wakes_on(key)` narrows which changes under its reads wake it.
+        self._wakes_on = {c.name: getattr(c, "wakes_on", None) for c in self.controllers}
         self._cache: FactCache | None = None
         self._thread: threading.Thread | None = None
         self._idle = threading.Event()
@@ -131,6 +133,9 @@ class Runner:
                 if revision in self._own_revisions[controller.name]:
                     continue
                 if key.startswith(controller.reads) or any(r.startswith(key) for r in controller.reads):
+                    wakes_on = self._wakes_on[controller.name]
+                    if wakes_on is not None and not wakes_on(key):
+                        continue
                     self._dirty.add(controller.name)
                     marked = True
             if marked:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from controller_builders import World, service
+from controller_builders import World, node, service
 
 from ccattler.engine.controllers.base import ChangeSet
 from ccattler.engine.controllers.instance import InstanceController, instance_suffix, spec_hash
@@ -88,6 +88,109 @@ def test_stateful_services_get_ordinals_and_scale_from_the_top():
     changes = run(world)
     assert names(world, prefix) == ["db-0"]
     assert changes.deletes == {prefix + "db-1", prefix + "db-2"}
+
+
+DB = "derived/instance/default/db/"
+
+
+def held(world: World, *names: str, node_name: str = "n1") -> None:
+    """An agent on `node_name` reports these instances (it holds them until it has stopped them)."""
+    world.put(*node(node_name))
+    for name in names:
+        world.put(f"observed/instance/default/{name}", {"node": node_name, "state": "running", "ip": None,
+                                                        "restarts": 0, "reason": None, "health": None,
+                                                        "ready": True})
+
+
+def test_stateful_scale_down_stops_the_highest_ordinal_first_one_at_a_time():
+    controller = InstanceController()
+    world = World(service("db", instances=3, stateful=True))
+    world.apply(controller.reconcile(world.snapshot(), 0.0))
+    held(world, "db-0", "db-1", "db-2")
+    world.put(*service("db", instances=1, stateful=True))
+    changes = controller.reconcile(world.snapshot(), 0.0)
+    assert changes.deletes == {DB + "db-2"} and not changes.puts  # db-1 waits for db-2's agent
+    world.apply(changes)
+    assert not controller.reconcile(world.snapshot(), 0.0)  # db-2 is still being stopped
+    assert controller.wakes_on("observed/instance/default/db-2")
+    assert not controller.wakes_on("observed/instance/default/web-bcdfg")  # other reports: no wake
+    world.delete("observed/instance/default/db-2")  # its agent stopped and removed it
+    changes = controller.reconcile(world.snapshot(), 0.0)
+    assert changes.deletes == {DB + "db-1"}
+    world.apply(changes)
+    assert names(world, DB) == ["db-0"] and not controller.reconcile(world.snapshot(), 0.0)
+    assert not controller.wakes_on("observed/instance/default/db-1")  # nothing pending any more
+
+
+def test_stateful_scale_to_zero_goes_down_one_ordinal_per_stop():
+    controller = InstanceController()
+    world = World(service("db", instances=3, stateful=True))
+    world.apply(controller.reconcile(world.snapshot(), 0.0))
+    held(world, "db-0", "db-1", "db-2")
+    world.put(*service("db", instances=0, stateful=True))
+    for name in ("db-2", "db-1", "db-0"):
+        changes = controller.reconcile(world.snapshot(), 0.0)
+        assert changes.deletes == {DB + name}
+        world.apply(changes)
+        assert not controller.reconcile(world.snapshot(), 0.0)
+        world.delete(f"observed/instance/default/{name}")
+    assert names(world, DB) == []
+
+
+def test_ordinals_no_agent_holds_go_together_down_to_the_first_held_one():
+    controller = InstanceController()
+    world = World(service("db", instances=4, stateful=True))
+    world.apply(controller.reconcile(world.snapshot(), 0.0))
+    held(world, "db-0", "db-1")  # db-2 and db-3 never started (ordered start: db-1 never got ready)
+    world.put(*service("db", instances=0, stateful=True))
+    changes = controller.reconcile(world.snapshot(), 0.0)
+    assert changes.deletes == {DB + "db-3", DB + "db-2", DB + "db-1"}  # db-0 waits for db-1
+
+
+def test_a_report_from_a_node_that_is_gone_holds_nothing_up():
+    controller = InstanceController()
+    world = World(service("db", instances=2, stateful=True))
+    world.apply(controller.reconcile(world.snapshot(), 0.0))
+    held(world, "db-0", "db-1")
+    world.put(*service("db", instances=1, stateful=True))
+    world.apply(controller.reconcile(world.snapshot(), 0.0))
+    world.put(*service("db", instances=0, stateful=True))
+    assert not controller.reconcile(world.snapshot(), 0.0)  # db-1 is still reported by n1
+    assert controller.wakes_on("observed/node/n1")
+    world.delete("observed/node/n1")  # n1's lease expired: its report is stale
+    assert controller.reconcile(world.snapshot(), 0.0).deletes == {DB + "db-0"}
+
+
+def test_scaling_back_up_while_an_ordinal_stops_keeps_the_rest():
+    controller = InstanceController()
+    world = World(service("db", instances=3, stateful=True))
+    world.apply(controller.reconcile(world.snapshot(), 0.0))
+    held(world, "db-0", "db-1", "db-2")
+    world.put(*service("db", instances=1, stateful=True))
+    world.apply(controller.reconcile(world.snapshot(), 0.0))
+    world.put(*service("db", instances=2, stateful=True))
+    assert not controller.reconcile(world.snapshot(), 0.0)  # db-1 is within the count again
+    world.put(*service("db", instances=3, stateful=True))
+    assert set(controller.reconcile(world.snapshot(), 0.0).puts) == {DB + "db-2"}
+
+
+def test_deleting_a_stateful_service_removes_every_ordinal_at_once():
+    world = World(service("db", instances=3, stateful=True))
+    run(world)
+    held(world, "db-0", "db-1", "db-2")
+    world.delete("desired/service/default/db")
+    assert run(world).deletes == {DB + "db-0", DB + "db-1", DB + "db-2"}  # like a StatefulSet's deletion
+
+
+def test_stateless_services_ignore_agent_reports():
+    controller = InstanceController()
+    world = World(service(instances=2))
+    world.apply(controller.reconcile(world.snapshot(), 0.0))
+    held(world, *names(world))
+    assert not controller.reconcile(world.snapshot(), 0.0)
+    assert not any(controller.wakes_on(f"observed/instance/default/{n}") for n in names(world))
+    world.put(*service(instances=1))
+    assert len(controller.reconcile(world.snapshot(), 0.0).deletes) == 1  # no ordering for stateless
 
 
 def test_stateful_spec_change_updates_in_place():

@@ -57,6 +57,44 @@ def test_instances_follow_any_history(history):
         assert len(ours) == len(theirs)
 
 
+# One step: scale db to a count (0-5), or an agent on n1 takes up / lets go of ordinal db-<i>.
+ordered = st.lists(
+    st.one_of(st.tuples(st.just("scale"), st.integers(0, 5)),
+              st.tuples(st.sampled_from(["hold", "release"]), st.integers(0, 6))),
+    min_size=1, max_size=20,
+)
+
+
+@settings(max_examples=100, deadline=None)
+@given(ordered)
+def test_stateful_ordinals_stop_in_order_under_any_agent_reports(history):
+    controller = InstanceController()
+    world = World(node("n1"))
+    prefix, observed = "derived/instance/default/db/", "observed/instance/default/db-"
+    for action, value in history:
+        if action == "scale":
+            world.put(*service("db", instances=value, stateful=True))
+        elif action == "hold" and prefix + f"db-{value}" in world.values:  # agents hold what is placed
+            world.put(f"{observed}{value}", {"node": "n1", "state": "running"})
+        elif action == "release":
+            world.delete(f"{observed}{value}")
+        changes = controller.reconcile(world.snapshot(), 0.0)
+        assert changes == InstanceController().reconcile(world.snapshot(), 0.0)  # the memo changes nothing
+        reports = {int(k[len(observed):]) for k in world.values if k.startswith(observed)}
+        for key in changes.deletes:  # nothing goes while a higher ordinal stays or is still held
+            ordinal = int(key.rsplit("-", 1)[1])
+            assert not any(o > ordinal for o in reports)
+            assert all(k in changes.deletes for k in world.values if k.startswith(prefix)
+                       and int(k.rsplit("-", 1)[1]) > ordinal)
+        world.apply(changes)
+    db = world.values.get("desired/service/default/db")
+    for key in [k for k in world.values if k.startswith(observed)]:  # every agent lets go: one step settles
+        world.delete(key)
+    world.apply(controller.reconcile(world.snapshot(), 0.0))
+    assert not controller.reconcile(world.snapshot(), 0.0)
+    assert sorted(world.under(prefix)) == [f"{prefix}db-{i}" for i in range(db["instances"] if db else 0)]
+
+
 # One step: place instance web-<i> on a node, or unplace it (None).
 moves = st.lists(
     st.tuples(st.integers(0, 11), st.sampled_from(["n1", "n2", "n3", None])), min_size=1, max_size=25

@@ -56,3 +56,28 @@ def test_instances_and_addresses_converge_and_then_nothing_changes(store, runner
     assert {name: s.committed_ops for name, s in runner.stats.items()} == ops
     ips = sorted(f.value["ip"] for f in store.range("derived/network/ip/")[0])
     assert ips == ["10.88.0.2", "10.88.0.3", "10.88.0.4"]
+
+
+def test_a_stateful_scale_down_goes_on_when_the_agent_lets_go(store, runners):
+    """Ordered stop under the live runner: the agent's report of db-2 going away (not the periodic
+    resync, set far off here) wakes the instance controller to remove db-1."""
+    db = {"image": "busybox", "instances": 3, "stateful": True, "resources": {"cpu": 100, "memory": 1}}
+    store.put("observed/node/n1", NODE)
+    store.put("desired/service/default/db", db)
+    runner = runners(store, [InstanceController()], resync_interval=3600)
+    assert eventually(lambda: len(store.range("derived/instance/default/db/")[0]) == 3)
+    for ordinal in range(3):
+        store.put(f"observed/instance/default/db-{ordinal}", {"node": "n1", "state": "running"})
+    store.put("desired/service/default/db", {**db, "instances": 1})
+    assert eventually(lambda: store.get("derived/instance/default/db/db-2") is None)
+    assert runner.wait_idle(10)
+    time.sleep(0.3)
+    assert store.get("derived/instance/default/db/db-1") is not None  # db-2 is still held by n1
+    reconciles = runner.stats["instance"].reconciles
+    store.put("observed/instance/default/db-0", {"node": "n1", "state": "failed"})
+    assert runner.wait_idle(10)
+    time.sleep(0.3)
+    assert runner.stats["instance"].reconciles == reconciles  # a report it does not wait on: no run
+    store.delete("observed/instance/default/db-2")
+    assert eventually(lambda: store.get("derived/instance/default/db/db-1") is None)
+    assert store.get("derived/instance/default/db/db-0") is not None

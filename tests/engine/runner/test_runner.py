@@ -176,6 +176,27 @@ def test_rewriting_the_same_value_triggers_nothing(store, runners):
     assert eventually(lambda: store.get("out/a").value == {"v": 2})
 
 
+@dataclass
+class Picky(Copy):
+    """A Copy that says changes under `in/quiet/` cannot change its result (`wakes_on`)."""
+
+    def wakes_on(self, key: str) -> bool:
+        return not key.startswith("in/quiet/")
+
+
+def test_wakes_on_false_keeps_a_change_from_running_the_controller(store, runners):
+    picky = Picky()
+    runner = runners(store, [picky])
+    assert runner.wait_idle(10)
+    before = len(picky.calls)
+    store.put("in/quiet/a", {"v": 1})
+    time.sleep(0.3)
+    assert runner.wait_idle(10)
+    assert len(picky.calls) == before and store.get("out/quiet/a") is None
+    store.put("in/loud", {"v": 1})  # a change it wakes on: the run sees everything
+    assert eventually(lambda: store.get("out/quiet/a") is not None and store.get("out/loud") is not None)
+
+
 def test_a_restart_under_the_same_identity_takes_over_its_crashed_predecessor_at_once(store, runners):
     # What a crashed server leaves behind: the key under its identity, bound to a live lease.
     stale = store.lease_grant(60)
