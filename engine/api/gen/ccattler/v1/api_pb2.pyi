@@ -325,10 +325,12 @@ class ReportRequest(_message.Message):
     def __init__(self, observations: _Optional[_Iterable[_Union[Observation, _Mapping]]] = ...) -> None: ...
 
 class SecretsRequest(_message.Message):
-    __slots__ = ("instance",)
+    __slots__ = ("instance", "instances")
     INSTANCE_FIELD_NUMBER: _ClassVar[int]
+    INSTANCES_FIELD_NUMBER: _ClassVar[int]
     instance: str
-    def __init__(self, instance: _Optional[str] = ...) -> None: ...
+    instances: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, instance: _Optional[str] = ..., instances: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class SecretValue(_message.Message):
     __slots__ = ("name", "value", "mount")
@@ -340,11 +342,23 @@ class SecretValue(_message.Message):
     mount: str
     def __init__(self, name: _Optional[str] = ..., value: _Optional[bytes] = ..., mount: _Optional[str] = ...) -> None: ...
 
-class Secrets(_message.Message):
-    __slots__ = ("secrets",)
+class InstanceSecrets(_message.Message):
+    __slots__ = ("instance", "secrets", "error")
+    INSTANCE_FIELD_NUMBER: _ClassVar[int]
     SECRETS_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    instance: str
     secrets: _containers.RepeatedCompositeFieldContainer[SecretValue]
-    def __init__(self, secrets: _Optional[_Iterable[_Union[SecretValue, _Mapping]]] = ...) -> None: ...
+    error: str
+    def __init__(self, instance: _Optional[str] = ..., secrets: _Optional[_Iterable[_Union[SecretValue, _Mapping]]] = ..., error: _Optional[str] = ...) -> None: ...
+
+class Secrets(_message.Message):
+    __slots__ = ("secrets", "instances")
+    SECRETS_FIELD_NUMBER: _ClassVar[int]
+    INSTANCES_FIELD_NUMBER: _ClassVar[int]
+    secrets: _containers.RepeatedCompositeFieldContainer[SecretValue]
+    instances: _containers.RepeatedCompositeFieldContainer[InstanceSecrets]
+    def __init__(self, secrets: _Optional[_Iterable[_Union[SecretValue, _Mapping]]] = ..., instances: _Optional[_Iterable[_Union[InstanceSecrets, _Mapping]]] = ...) -> None: ...
 
 class TunnelUp(_message.Message):
     __slots__ = ("session", "fd", "data", "closed", "exit_code", "error")
