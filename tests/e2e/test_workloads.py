@@ -50,7 +50,7 @@ service db {
     resources { cpu 100m  memory 32Mi }
     readiness { exec "test -f /tmp/ready"  every 1s  timeout 10s }
 }
-volume data { persistent true }
+volume data { persistent true  size 16Mi }
 service gated {
     image busybox
     command "exec httpd -f -p 8080 -h /"
@@ -159,7 +159,17 @@ def test_logs_exec_secrets_probes(root, shell, node_state: Path, network_names, 
         assert waiting["state"] == "pending" and "waiting for db-0" in waiting["reason"], waiting
         shell.cca("exec", "db-0", "--", "sh", "-c", "touch /tmp/ready; echo zero > /data/who")
         wait(lambda: (d := state("db-1")) and d["state"] == "running", "db-1 to start after db-0", 120)
-        assert shell.cca("exec", "db-1", "--", "ls", "/data").stdout == ""  # its own volume
+        assert shell.cca("exec", "db-1", "--", "ls", "/data").stdout.split() == ["lost+found"]  # its own
+        # the volume's size (delivered in the slice) is a loop-mounted image: writing past it fails
+        fill = shell.cca("exec", "db-1", "--", "dd", "if=/dev/zero", "of=/data/fill", "bs=1M", "count=17",
+                         check=False)
+        assert fill.returncode != 0 and "No space left on device" in fill.stdout + fill.stderr, fill
+        def described() -> str | None:
+            out = shell.cca("describe", "instance", "db-0").stdout
+            return out if "Volumes:" in out else None
+
+        described = wait(described, "db-0's volume usage in describe", 30)
+        assert "default/data/db-0 at /data:" in described and "of 16Mi (enforced)" in described, described
 
         # readiness gates endpoints; liveness restarts
         gated = wait(lambda: running("gated", 1), "the gated instance to run", 120)[0]
