@@ -219,16 +219,22 @@ def _exec_on_terminal(admin, command: list[str], resize_after: bytes | None = No
     raise AssertionError(f"no exit: {output!r}")
 
 
+def _until_size(size: str) -> str:
+    """Wait (up to 15 s) until the terminal is `size`, then print it: runc sizes the container's
+    terminal just after starting the command, so its very first look may still see 0×0."""
+    return (f'i=0; until [ "$(stty size)" = "{size}" ]; do i=$((i+1)); [ $i -gt 150 ] && exit 9; '
+            'sleep 0.1; done; stty size')
+
+
 def test_exec_terminal_starts_at_the_clients_size(cluster) -> None:
     admin, _ = cluster
-    output, code = _exec_on_terminal(admin, ["stty", "size"])
-    assert output.strip() == b"33 101" and code == 0
+    output, code = _exec_on_terminal(admin, ["sh", "-c", _until_size("33 101")])
+    assert output.strip() == b"33 101" and code == 0, output
 
 
 def test_exec_terminal_follows_a_resize(cluster) -> None:
     admin, _ = cluster
-    script = ('stty size; i=0; while [ "$(stty size)" != "40 120" ]; do i=$((i+1)); '
-              '[ $i -gt 150 ] && exit 9; sleep 0.1; done; stty size')
+    script = f'{_until_size("33 101")}; {_until_size("40 120")}'
     output, code = _exec_on_terminal(admin, ["sh", "-c", script], resize_after=b"33 101")
     assert code == 0, output
     assert output.split() == [b"33", b"101", b"40", b"120"], output
