@@ -33,6 +33,8 @@ class AgentLoop:
         self.client, self.core, self.node_doc = client, core, dict(node_doc)
         if core.secret_source is None:
             core.secret_source = client.fetch_secrets
+        if core.secret_batch_source is None:  # the refresh tick: one call per node, not per instance
+            core.secret_batch_source = getattr(client, "fetch_secrets_many", None)
         self.ttl, self.tick, self.retry = ttl, tick, retry
         self.state = SliceState()
         self.reporter = Reporter()

@@ -18,7 +18,7 @@ from typing import Any
 from ccattler.agent.desired import InstanceSpec, declared_volumes, desired_instances, node_subnet
 from ccattler.agent.images.store import ImageStore
 from ccattler.agent.net.node import NodeNetwork
-from ccattler.agent.reconcile import Backoff, Reconciler, SecretSource
+from ccattler.agent.reconcile import Backoff, BatchSecretSource, Reconciler, SecretSource, SecretValues
 from ccattler.agent.runtime.base import Runtime
 from ccattler.agent.telemetry import Telemetry
 from ccattler.engine.facts import CcaError
@@ -142,6 +142,9 @@ class NodeCore:
         self.reconciler: Reconciler | None = None
         #: Where secret plaintexts come from (`AgentClient.fetch_secrets`; AgentLoop sets it).
         self.secret_source: SecretSource | None = None
+        #: The same for many instances in one call (`AgentClient.fetch_secrets_many`): the refresh
+        #: tick's. Without it the tick asks `secret_source` once per instance.
+        self.secret_batch_source: BatchSecretSource | None = None
         #: Usage sampling (every 10 s; published on meaningful change or every 60 s).
         self.telemetry = Telemetry(runtime)
         if not runtime.isolated_network:
@@ -215,12 +218,24 @@ class NodeCore:
     def _reconciler(self, network: NodeNetwork | None) -> Reconciler:
         workers = 1 if self.runtime.kind == "sim" else 8  # sim operations are instant: no threads
         return Reconciler(self.node, self.runtime, network, backoff=self.backoff,
-                          stop_timeout=self.stop_timeout, workers=workers, secrets=self._fetch_secrets)
+                          stop_timeout=self.stop_timeout, workers=workers, secrets=self._fetch_secrets,
+                          secrets_many=self._fetch_secrets_many)
 
     def _fetch_secrets(self, instance: str) -> list[tuple[str, bytes, str]]:
         if self.secret_source is None:
             raise CcaError(f"{instance} needs secrets and this node has no secret source")
         return self.secret_source(instance)
+
+    def _fetch_secrets_many(self, instances: list[str]) -> Mapping[str, SecretValues | CcaError]:
+        if self.secret_batch_source is not None:
+            return self.secret_batch_source(instances)
+        fetched: dict[str, SecretValues | CcaError] = {}  # a source without batches: one call each
+        for instance in instances:
+            try:
+                fetched[instance] = self._fetch_secrets(instance)
+            except CcaError as exc:
+                fetched[instance] = exc
+        return fetched
 
 
 def _pending(node: str, ip: str | None, reason: str) -> dict[str, Any]:

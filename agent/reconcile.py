@@ -29,8 +29,12 @@ from ccattler.engine.facts import CcaError
 
 log = logging.getLogger(__name__)
 
-#: `tenant/instance` → [(secret name, plaintext, mount path)] (AgentClient.fetch_secrets).
-SecretSource = Callable[[str], list[tuple[str, bytes, str]]]
+#: (secret name, plaintext, mount path) of each secret an instance is granted.
+SecretValues = list[tuple[str, bytes, str]]
+#: `tenant/instance` → its SecretValues (AgentClient.fetch_secrets).
+SecretSource = Callable[[str], SecretValues]
+#: Several at once, each → its values or its error (AgentClient.fetch_secrets_many: one call).
+BatchSecretSource = Callable[[list[str]], Mapping[str, "SecretValues | CcaError"]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,7 +59,6 @@ class _Record:
     reason: str | None = None
     running_since: float | None = None
     verdict: Verdict | None = None
-    secrets_at: float = 0.0  # when its secret values were last fetched
 
 
 class Reconciler:
@@ -69,18 +72,23 @@ class Reconciler:
     def __init__(self, node: str, runtime: Runtime, network: NodeNetwork | None = None, *,
                  backoff: Backoff = Backoff(), stop_timeout: float = 5.0, workers: int = 8,
                  gc_interval: float = 60.0, clock: Callable[[], float] = time.monotonic,
-                 secrets: SecretSource | None = None, secret_refresh: float = 15.0):
+                 secrets: SecretSource | None = None, secret_refresh: float = 15.0,
+                 secrets_many: BatchSecretSource | None = None):
         if runtime.isolated_network and network is None:
             raise CcaError(f"the {runtime.kind} runtime needs the node network (NodeNetwork)")
         self.node, self.runtime, self.network = node, runtime, network
         self.backoff, self.stop_timeout, self.clock = backoff, stop_timeout, clock
         self.gc_interval = gc_interval
         self.secrets, self.secret_refresh = secrets, secret_refresh
+        self.secrets_many = secrets_many  # the refresh tick's one call for all (else one per instance)
         self._records: dict[str, _Record] = {}
         # workers=1 runs everything inline: sim nodes (hundreds per process) need no threads.
         self._pool = ThreadPoolExecutor(workers, thread_name_prefix="cca-reconcile") if workers > 1 else None
         self._lock = threading.Lock()
         self._next_gc = 0.0
+        # One refresh for the whole node every `secret_refresh` s (not per instance: per-instance
+        # timers drift apart with start times, and one batched call would become many).
+        self._next_refresh = clock() + secret_refresh
         if runtime.kind == "sim":  # simulated containers pass their probes, inline
             self.prober = Prober(lambda probe, name, ip: (True, "simulated"), clock, workers=0)
         else:
@@ -110,12 +118,10 @@ class Reconciler:
                     self._probe(spec, record, now)
             self._remove(removals)
             self._each(lambda job: self._start(*job), starts)
-            rotations = [spec for name, spec in desired.items() if spec.secrets and name in statuses
-                         and statuses[name].state == "running" and name not in removals
-                         and now - self._records[name].secrets_at >= self.secret_refresh]
-            for spec in rotations:
-                self._records[spec.key].secrets_at = now
-            self._each(self._refresh_secrets, rotations)
+            if now >= self._next_refresh:
+                self._next_refresh = now + self.secret_refresh
+                self._refresh_all([spec for name, spec in desired.items() if spec.secrets and name in statuses
+                                   and statuses[name].state == "running" and name not in removals])
             for name in set(self._records) - set(desired):
                 del self._records[name]
                 self.prober.forget(name)
@@ -206,7 +212,6 @@ class Reconciler:
                     return
                 assert self.network is not None
                 netns = self.network.attach(spec.key, spec.ip).netns_path
-            record.secrets_at = self.clock()
             self.runtime.create(spec.container(netns, self._secret_files(spec)))
             self.runtime.start(spec.key)
             record.retry_at = 0.0
@@ -229,14 +234,39 @@ class Reconciler:
             return ()
         if self.secrets is None:
             raise CcaError(f"{spec.key} needs secrets and this node has no way to fetch them")
-        return tuple(SecretFile(mount or f"/run/secrets/{name.rsplit('/', 1)[-1]}", value)
-                     for name, value, mount in self.secrets(spec.key))
+        return _files(self.secrets(spec.key))
+
+    def _refresh_all(self, specs: list[InstanceSpec]) -> None:
+        """Fetch the secrets of `specs` again (one call for all with `secrets_many`) and rewrite
+        the files whose value was rotated."""
+        if self.secrets_many is None or not specs:
+            self._each(self._refresh_secrets, specs)
+            return
+        try:
+            fetched = self.secrets_many([spec.key for spec in specs])
+        except (CcaError, OSError) as exc:  # the next period tries again
+            log.warning("refreshing the secrets of %d instance(s): %s", len(specs), exc)
+            return
+        jobs = [(spec, fetched.get(spec.key, CcaError("the server did not answer for it"))) for spec in specs]
+        self._each(lambda job: self._rewrite_secrets(*job), jobs)
 
     def _refresh_secrets(self, spec: InstanceSpec) -> None:
-        """Fetch the instance's secrets again and overwrite the files whose value was rotated."""
         try:
-            changed = self.runtime.refresh_secrets(spec.key, self._secret_files(spec))
-        except (CcaError, OSError) as exc:  # the next period tries again
+            if self.secrets is None:
+                raise CcaError("this node has no way to fetch secrets")
+            values: SecretValues | CcaError = self.secrets(spec.key)
+        except (CcaError, OSError) as exc:
+            values = exc if isinstance(exc, CcaError) else CcaError(str(exc))
+        self._rewrite_secrets(spec, values)
+
+    def _rewrite_secrets(self, spec: InstanceSpec, values: SecretValues | CcaError) -> None:
+        """Overwrite the instance's secret files whose value was rotated (the next period retries)."""
+        if isinstance(values, CcaError):
+            log.warning("refreshing the secrets of %s: %s", spec.key, values)
+            return
+        try:
+            changed = self.runtime.refresh_secrets(spec.key, _files(values))
+        except (CcaError, OSError) as exc:
             log.warning("refreshing the secrets of %s: %s", spec.key, exc)
             return
         if changed:
@@ -288,3 +318,9 @@ class Reconciler:
                 "ready": state == "running" and verdict.ready,
             }
         return observed
+
+
+def _files(values: SecretValues) -> tuple[SecretFile, ...]:
+    """Secret files at their mount paths (default `/run/secrets/<name>`)."""
+    return tuple(SecretFile(mount or f"/run/secrets/{name.rsplit('/', 1)[-1]}", value)
+                 for name, value, mount in values)

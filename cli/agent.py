@@ -105,6 +105,7 @@ class NodeAgent:
         old, self._client = self._client, Client(self.settings.context, timeout=10)
         self.loop.client = AgentClient(self._client)
         self.core.secret_source = self.loop.client.fetch_secrets
+        self.core.secret_batch_source = self.loop.client.fetch_secrets_many
         old.close()  # its streams end; the loop re-registers and re-watches on the new connection
         log.info("node %s: certificate renewed (valid until %s)", self.settings.name, expires)
 

@@ -11,6 +11,7 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
+from ccattler.engine.api.agent_client import MAX_SECRET_BATCH
 from ccattler.engine.api.calls import Call
 from ccattler.engine.api.connections import connection_files
 from ccattler.engine.api.errors import BadRequest, Conflict, Forbidden, NotFound
@@ -60,6 +61,10 @@ class AgentService:
     def audit_object(self, method: str, request: Any) -> str | None:
         if method == "Join":
             return f"node {request.node}"
+        if method == "FetchSecrets" and request.instances:
+            shown = ", ".join(request.instances[:10])
+            more = f" and {len(request.instances) - 10} more" if len(request.instances) > 10 else ""
+            return f"secrets of instances {shown}{more}"
         if method == "FetchSecrets":
             return f"secrets of instance {request.instance}"
         if method in ("RenewCert", "WorkloadCert"):
@@ -192,7 +197,22 @@ class AgentService:
 
     def FetchSecrets(self, request: api_pb2.SecretsRequest, call: Call) -> api_pb2.Secrets:
         node = self._node(call)
-        tenant, instance = self._own_instance(node, request.instance)
+        if not request.instances:
+            return api_pb2.Secrets(secrets=self._secrets(node, request.instance))
+        if len(request.instances) > MAX_SECRET_BATCH:
+            raise BadRequest(f"FetchSecrets: {len(request.instances)} instances in one request; "
+                             f"at most {MAX_SECRET_BATCH}")
+        answers = []
+        for ref in request.instances:  # one refused instance (moved away meanwhile) spoils no other
+            try:
+                answers.append(api_pb2.InstanceSecrets(instance=ref, secrets=self._secrets(node, ref)))
+            except CcaError as exc:
+                answers.append(api_pb2.InstanceSecrets(instance=ref, error=str(exc)))
+        return api_pb2.Secrets(instances=answers)
+
+    def _secrets(self, node: str, instance_ref: str) -> list[api_pb2.SecretValue]:
+        """The instance's secrets and connections, if it is placed on `node`."""
+        tenant, instance = self._own_instance(node, instance_ref)
         service = self._service_of(tenant, instance)
         spec = self.store.get(f"desired/service/{tenant}/{service}")
         if spec is None:
@@ -206,7 +226,7 @@ class AgentService:
             values.append(api_pb2.SecretValue(name=ref["name"], value=plaintext, mount=mount))
         for name, url, mount in connection_files(self.store, self.keys, spec.value):
             values.append(api_pb2.SecretValue(name=name, value=url, mount=mount))
-        return api_pb2.Secrets(secrets=values)
+        return values
 
     def Tunnel(self, ups: Iterator[api_pb2.TunnelUp], call: Call) -> Iterator[api_pb2.TunnelDown]:
         yield from self.tunnels.serve(self._node(call), ups, call.context.is_active)

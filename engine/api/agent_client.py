@@ -9,11 +9,19 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from ccattler.engine.api.client import Client
+import grpc
+
+from ccattler.engine.api.client import ApiError, Client
 from ccattler.engine.api.gen.ccattler.v1 import api_pb2
+from ccattler.engine.facts import CcaError
+
+#: (name, plaintext, mount path) of each secret and connection an instance is granted.
+SecretValues = list[tuple[str, bytes, str]]
+#: Instances per batched FetchSecrets (the server refuses more): bigger ticks go in several calls.
+MAX_SECRET_BATCH = 1000
 
 
 class Heartbeat:
@@ -89,6 +97,36 @@ class AgentClient:
         request = api_pb2.SecretsRequest(instance=instance)
         reply = self.client.unary(self.client.agent, "FetchSecrets", request)
         return [(s.name, s.value, s.mount) for s in reply.secrets]
+
+    def fetch_secrets_many(self, instances: Sequence[str]) -> dict[str, SecretValues | CcaError]:
+        """`fetch_secrets` for several instances in one call: each maps to its secrets or its error.
+
+        A server that predates batches ignores `instances` and refuses the empty `instance` (or
+        answers without `instances`): then one call per instance, as before.
+        """
+        if not instances:
+            return {}
+        if len(instances) > MAX_SECRET_BATCH:
+            size = MAX_SECRET_BATCH
+            chunks = (instances[start:start + size] for start in range(0, len(instances), size))
+            return {ref: values for chunk in chunks for ref, values in self.fetch_secrets_many(chunk).items()}
+        request = api_pb2.SecretsRequest(instances=list(instances))
+        try:
+            reply = self.client.unary(self.client.agent, "FetchSecrets", request)
+        except ApiError as exc:
+            if exc.code != grpc.StatusCode.INVALID_ARGUMENT:
+                raise
+            reply = None  # an old server parsing the empty `instance`
+        if reply is None or not reply.instances:
+            return {ref: self._fetch_one(ref) for ref in instances}
+        return {a.instance: CcaError(a.error) if a.error else [(s.name, s.value, s.mount) for s in a.secrets]
+                for a in reply.instances}
+
+    def _fetch_one(self, instance: str) -> SecretValues | CcaError:
+        try:
+            return self.fetch_secrets(instance)
+        except CcaError as exc:
+            return exc
 
     def workload_certificate(self, instance: str, csr: bytes) -> tuple[bytes, bytes]:
         """(certificate, CA) PEMs for the workload `tenant/instance`, valid 1 h."""

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from ccattler.agent.desired import InstanceSpec, desired_instances
 from ccattler.agent.reconcile import Backoff, Reconciler
+from ccattler.agent.runtime.base import SecretFile
 from ccattler.agent.runtime.sim import SimProfile, SimRuntime
+from ccattler.engine.facts import CcaError
 
 
 class Clock:
@@ -141,3 +145,65 @@ def test_desired_instances_reads_the_slice() -> None:
     assert dict(spec.env) == {"A": "1", "B": "2"}
     assert spec.files[0].path == "/etc/x"
     assert [(p.kind, p.port, p.every) for p in spec.probes] == [("liveness", 8080, 5.0)]
+
+
+class SecretSim(SimRuntime):
+    """The sim runtime noting each secret rewrite (it keeps no files)."""
+
+    def __init__(self, clock: Clock) -> None:
+        super().__init__(SimProfile(start_delay=0.0), clock=clock)
+        self.rewritten: list[tuple[str, tuple]] = []
+
+    def refresh_secrets(self, name: str, secrets: tuple) -> int:
+        self.rewritten.append((name, secrets))
+        return len(secrets)
+
+
+def test_the_secret_refresh_is_one_call_per_node_for_every_instance(clock: Clock, caplog) -> None:
+    runtime = SecretSim(clock)
+    singles: list[str] = []
+    batches: list[list[str]] = []
+
+    def one(key: str) -> list:
+        singles.append(key)
+        return [("default/token", b"v1", "")]
+
+    def many(keys: list[str]) -> dict:
+        batches.append(keys)
+        return {key: CcaError("not placed on n1") if key.endswith("web-c") else [("default/token", b"v2", "")]
+                for key in keys}
+
+    rec = Reconciler("n1", runtime, clock=clock, workers=2, secrets=one, secrets_many=many, secret_refresh=15)
+    specs = want(*(replace(instance(f"web-{x}"), secrets=("default/token",)) for x in "abc"),
+                 instance("web-plain"))  # no secrets: never asked for
+    late = specs.pop("default/web-c")
+    rec.reconcile(specs)
+    clock.now += 9  # web-c starts 9 s after the others: still the same refresh call
+    specs[late.key] = late
+    rec.reconcile(specs)
+    rec.reconcile(specs)
+    assert sorted(singles) == ["default/web-a", "default/web-b", "default/web-c"] and batches == []  # starts
+    clock.now += 7
+    rec.reconcile(specs)
+    assert [sorted(b) for b in batches] == [["default/web-a", "default/web-b", "default/web-c"]]
+    assert len(singles) == 3  # the tick asked no instance on its own
+    assert sorted(name for name, _ in runtime.rewritten) == ["default/web-a", "default/web-b"]
+    assert {files for _, files in runtime.rewritten} == {(SecretFile("/run/secrets/token", b"v2"),)}
+    assert "default/web-c" in caplog.text and "not placed on n1" in caplog.text  # the others went on
+    clock.now += 5
+    rec.reconcile(specs)
+    assert len(batches) == 1  # not before the next period
+
+
+def test_without_a_batch_source_the_tick_asks_each_instance(clock: Clock) -> None:
+    runtime = SecretSim(clock)
+    asked: list[str] = []
+    rec = Reconciler("n1", runtime, clock=clock, workers=2, secret_refresh=15,
+                     secrets=lambda key: asked.append(key) or [("default/token", b"v", "/run/t")])
+    specs = want(*(replace(instance(f"web-{x}"), secrets=("default/token",)) for x in "ab"))
+    rec.reconcile(specs)
+    rec.reconcile(specs)
+    clock.now += 16
+    rec.reconcile(specs)
+    assert sorted(asked) == ["default/web-a", "default/web-a", "default/web-b", "default/web-b"]
+    assert len(runtime.rewritten) == 2

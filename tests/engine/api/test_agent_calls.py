@@ -9,9 +9,11 @@ import time
 import grpc
 import pytest
 
+from ccattler.engine.api.agent_client import AgentClient
 from ccattler.engine.api.client import ApiError, Client
 from ccattler.engine.api.gen.ccattler.v1 import api_pb2
 from ccattler.engine.auth import create_token
+from ccattler.engine.facts import CcaError
 from ccattler.engine.pki import identity_of, key_pem, load_cert, make_csr, new_key
 from ccattler.engine.secrets import LocalKeyProvider, set_secret
 
@@ -114,6 +116,67 @@ def test_fetch_secrets_only_for_instances_on_the_node(cluster, tmp_path):
         cert = client.unary(client.agent, "WorkloadCert", api_pb2.WorkloadCertRequest(
             instance="shop/web-a1", csr=make_csr(new_key(), "web")))
         assert identity_of(load_cert(cert.cert)).spiffe_id == "spiffe://ccattler/shop/web"
+
+
+def test_fetch_secrets_for_several_instances_in_one_call(cluster, tmp_path):
+    keys = LocalKeyProvider.from_file(cluster.files.master_key)
+    set_secret(cluster.store, keys, "db.password", "shop", b"s3cret")
+    cluster.store.txn((), [
+        ("desired/service/shop/web", {"secrets": [{"name": "shop/db.password", "mount": "/run/secrets/db"}]}),
+        ("desired/service/shop/api", {"secrets": [{"name": "shop/api.key"}]}),  # never set
+        ("derived/placement/shop/web-a1", {"service": "shop/web", "instance": "web-a1", "node": "n1"}),
+        ("derived/placement/shop/web-c3", {"service": "shop/web", "instance": "web-c3", "node": "n1"}),
+        ("derived/placement/shop/api-d4", {"service": "shop/api", "instance": "api-d4", "node": "n1"}),
+        ("derived/placement/shop/web-b2", {"service": "shop/web", "instance": "web-b2", "node": "n2"}),
+    ])
+    client, _ = join(cluster, tmp_path, "n1")
+    asked = ["shop/web-a1", "shop/web-b2", "shop/web-c3", "shop/api-d4", "nonsense"]
+    with client:
+        got = client.unary(client.agent, "FetchSecrets", api_pb2.SecretsRequest(instances=asked))
+        assert [a.instance for a in got.instances] == asked and not got.secrets
+        by = {a.instance: a for a in got.instances}
+        for ok in ("shop/web-a1", "shop/web-c3"):
+            assert [(s.name, s.value, s.mount) for s in by[ok].secrets] == [("shop/db.password", b"s3cret",
+                                                                            "/run/secrets/db")]
+            assert by[ok].error == ""
+        assert "not placed on node n1" in by["shop/web-b2"].error and not by["shop/web-b2"].secrets
+        assert "has no value yet" in by["shop/api-d4"].error
+        assert by["nonsense"].error
+
+        # The client: one call, each instance → its values or its error.
+        agent = AgentClient(client)
+        many = agent.fetch_secrets_many(asked[:3])
+        assert many["shop/web-a1"] == [("shop/db.password", b"s3cret", "/run/secrets/db")]
+        assert isinstance(many["shop/web-b2"], CcaError) and "not placed" in str(many["shop/web-b2"])
+
+        with pytest.raises(ApiError) as err:
+            too_many = api_pb2.SecretsRequest(instances=["shop/web-a1"] * 1001)
+            client.unary(client.agent, "FetchSecrets", too_many)
+        assert err.value.code == grpc.StatusCode.INVALID_ARGUMENT and "at most 1000" in str(err.value)
+
+
+class OldServer:
+    """A client whose server predates batched FetchSecrets: it parses only `instance`."""
+
+    agent = object()
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def unary(self, stub, method, request):
+        self.calls.append(request.instance)
+        if not request.instance:
+            raise ApiError("instance name '': empty", grpc.StatusCode.INVALID_ARGUMENT)
+        if request.instance.endswith("b2"):
+            raise ApiError("not placed here", grpc.StatusCode.PERMISSION_DENIED)
+        return api_pb2.Secrets(secrets=[api_pb2.SecretValue(name="t", value=b"v", mount="")])
+
+
+def test_fetch_secrets_many_falls_back_to_one_call_each_on_an_old_server():
+    old = OldServer()
+    many = AgentClient(old).fetch_secrets_many(["shop/web-a1", "shop/web-b2"])
+    assert old.calls == ["", "shop/web-a1", "shop/web-b2"]
+    assert many["shop/web-a1"] == [("t", b"v", "")] and isinstance(many["shop/web-b2"], CcaError)
 
 
 def test_admin_cannot_call_agent_methods(cluster):
