@@ -9,11 +9,15 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Iterator, Mapping
 from typing import Any
 
 from ccattler.engine.api.client import Client
 from ccattler.engine.api.gen.ccattler.v1 import api_pb2
+
+#: Slice documents handed on as JSON text, decoded when read (the cluster-wide routing data).
+LAZY_PREFIXES = ("derived/endpoint/", "derived/vip/", "derived/dns/")
 
 
 class Heartbeat:
@@ -38,9 +42,11 @@ class Heartbeat:
         request = api_pb2.HeartbeatRequest(lease=self.lease)
         try:
             while True:
+                sent = time.monotonic()
                 for reply in self._client.stream(self._client.agent, "Heartbeat", iter([request])):
                     self.revision = reply.revision
-                if self._stop.wait(self.interval):
+                # Beat at a fixed rate: a slow reply must not push the next beat out by its delay.
+                if self._stop.wait(max(0.0, sent + self.interval - time.monotonic())):
                     return
         except Exception as exc:  # reported through `error`/`alive`; the agent re-registers
             self.error = exc
@@ -74,6 +80,11 @@ class AgentClient:
         request = api_pb2.WatchRequest(from_revision=from_revision)
         for message in self.client.stream(self.client.agent, "WatchSlice", request):
             for event in message.events if message.kind == "batch" else (message,):
+                if event.key.startswith(LAZY_PREFIXES) and event.value_json:
+                    # Every node gets these, few read them: `SliceState` decodes them on first use.
+                    yield {"kind": event.kind, "key": event.key, "revision": event.revision,
+                           "value_json": event.value_json}
+                    continue
                 yield {"kind": event.kind, "key": event.key, "revision": event.revision,
                        "value": json.loads(event.value_json) if event.value_json else None}
 
