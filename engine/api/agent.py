@@ -155,8 +155,9 @@ class AgentService:
     def Report(self, request: api_pb2.ReportRequest, call: Call) -> api_pb2.Json:
         node = self._node(call)
         puts, deletes, compares = [], [], []
+        currents = self.store.get_many([obs.key for obs in request.observations if obs.key])
         for obs in request.observations:
-            current = self.store.get(obs.key) if obs.key else None
+            current = currents.get(obs.key)
             self._check_report(node, obs.key, obs.value_json, current)
             compares.append(Compare(obs.key, current.mod_revision if current else 0))
             if obs.value_json:

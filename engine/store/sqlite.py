@@ -115,6 +115,18 @@ class SqliteStore(Store):
             row = conn.execute(f"SELECT {_KV_COLUMNS} FROM kv WHERE key = ?", (key,)).fetchone()
         return _fact(row) if row else None
 
+    def get_many(self, keys: list[str]) -> dict[str, Fact]:
+        for key in keys:
+            check_key(key)
+        found: dict[str, Fact] = {}
+        with self._reading() as conn:
+            for start in range(0, len(keys), _CHUNK):
+                chunk = keys[start : start + _CHUNK]
+                marks = ",".join("?" * len(chunk))
+                for row in conn.execute(f"SELECT {_KV_COLUMNS} FROM kv WHERE key IN ({marks})", chunk):
+                    found[row[0]] = _fact(row)
+        return found
+
     def range(self, prefix: str, revision: int | None = None) -> tuple[list[Fact], int]:
         where, args = _prefix_clause(check_key(prefix, prefix=True))
         logs: list[bytes] = []
