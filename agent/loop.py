@@ -1,5 +1,5 @@
 """The agent process's loop on top of the API: register the node under a lease and keep it alive,
-fold the node's slice from the watch, reconcile on every change and every `tick` seconds, and
+fold the node's slice from the watch, reconcile on every change of its own and every `tick` seconds, and
 report only what changed. Knobs: `ttl` (the node lease), `tick`, `retry` (after a broken watch or
 heartbeat: re-watch from the last revision seen, re-register under a new lease).
 
@@ -20,6 +20,7 @@ from ccattler.agent.node import NodeCore
 from ccattler.agent.runtime.logindex import LogIndexer
 from ccattler.agent.slice_state import Reporter, SliceState
 from ccattler.agent.tunnel import AgentTunnel
+from ccattler.engine.api.agent_client import LAZY_PREFIXES
 from ccattler.engine.facts import CcaError
 
 log = logging.getLogger(__name__)
@@ -40,6 +41,7 @@ class AgentLoop:
         self.reporter = Reporter()
         self._events: queue.Queue[tuple[int, dict[str, Any] | None]] = queue.Queue()
         self._generation = 0
+        self._next_reconcile = 0.0
 
     def run(self, stop: threading.Event) -> None:
         heartbeat = None
@@ -55,8 +57,11 @@ class AgentLoop:
             while not stop.is_set():
                 if heartbeat is None or not heartbeat.alive:
                     heartbeat = self._register(heartbeat, stop)
-                self._drain()
-                if self.state.synced:  # containers are kept while the server is away
+                urgent = self._drain()
+                # Containers are kept while the server is away. Cluster-wide documents (endpoints
+                # of every service) change often and rarely matter here: they wait for the tick.
+                if self.state.synced and (urgent or time.monotonic() >= self._next_reconcile):
+                    self._next_reconcile = time.monotonic() + self.tick
                     self._reconcile_and_report()
         finally:
             indexing.set()
@@ -94,12 +99,14 @@ class AgentLoop:
 
         threading.Thread(target=pump, name=f"cca-slice-{generation}", daemon=True).start()
 
-    def _drain(self) -> None:
-        """Wait up to `tick` for events and fold in all that arrived; restart a finished watch."""
+    def _drain(self) -> bool:
+        """Wait up to `tick` for events and fold in all that arrived; restart a finished watch.
+        True when something of this node's own changed (not only cluster-wide documents)."""
         try:
             batch = [self._events.get(timeout=self.tick)]
         except queue.Empty:
-            return
+            return False
+        urgent = False
         while True:
             try:
                 batch.append(self._events.get_nowait())
@@ -108,6 +115,7 @@ class AgentLoop:
         for generation, event in batch:
             if generation != self._generation:
                 continue
+            urgent = urgent or event is None or not event["key"].startswith(LAZY_PREFIXES)
             if event is None:  # resume where we were, or start over if the slice never completed
                 time.sleep(self.retry)
                 if not self.state.synced:
@@ -118,6 +126,7 @@ class AgentLoop:
                 self._watch(0)
             else:
                 self.state.apply(event)
+        return urgent
 
     def _reconcile_and_report(self) -> None:
         observed = self.core.apply(self.state.facts)

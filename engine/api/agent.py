@@ -16,7 +16,7 @@ from ccattler.engine.api.calls import Call
 from ccattler.engine.api.connections import connection_files
 from ccattler.engine.api.errors import BadRequest, Conflict, Forbidden, NotFound
 from ccattler.engine.api.gen.ccattler.v1 import api_pb2
-from ccattler.engine.api.slice import SliceHub
+from ccattler.engine.api.slice import SliceHub, batch_message
 from ccattler.engine.api.tunnel import TunnelHub
 from ccattler.engine.auth import redeem_join_token
 from ccattler.engine.facts import CcaError, check_value, parse_service
@@ -155,15 +155,14 @@ class AgentService:
     def WatchSlice(self, request: api_pb2.WatchRequest, call: Call) -> Iterator[api_pb2.Event]:
         node = self._node(call)
         for batch in self.slices.batches(node, request.from_revision, call.context.is_active):
-            events = [api_pb2.Event(kind=e.kind, key=e.key, revision=e.revision, value_json=e.value_json)
-                      for e in batch]
-            yield events[0] if len(events) == 1 else api_pb2.Event(kind="batch", events=events)
+            yield batch_message(batch)  # already serialized: sent as is
 
     def Report(self, request: api_pb2.ReportRequest, call: Call) -> api_pb2.Json:
         node = self._node(call)
         puts, deletes, compares = [], [], []
+        currents = self.store.get_many([obs.key for obs in request.observations if obs.key])
         for obs in request.observations:
-            current = self.store.get(obs.key) if obs.key else None
+            current = currents.get(obs.key)
             self._check_report(node, obs.key, obs.value_json, current)
             compares.append(Compare(obs.key, current.mod_revision if current else 0))
             if obs.value_json:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
@@ -22,6 +23,9 @@ from ccattler.engine.facts import CcaError
 SecretValues = list[tuple[str, bytes, str]]
 #: Instances per batched FetchSecrets (the server refuses more): bigger ticks go in several calls.
 MAX_SECRET_BATCH = 1000
+
+#: Slice documents handed on as JSON text, decoded when read (the cluster-wide routing data).
+LAZY_PREFIXES = ("derived/endpoint/", "derived/vip/", "derived/dns/")
 
 
 class Heartbeat:
@@ -46,9 +50,11 @@ class Heartbeat:
         request = api_pb2.HeartbeatRequest(lease=self.lease)
         try:
             while True:
+                sent = time.monotonic()
                 for reply in self._client.stream(self._client.agent, "Heartbeat", iter([request])):
                     self.revision = reply.revision
-                if self._stop.wait(self.interval):
+                # Beat at a fixed rate: a slow reply must not push the next beat out by its delay.
+                if self._stop.wait(max(0.0, sent + self.interval - time.monotonic())):
                     return
         except Exception as exc:  # reported through `error`/`alive`; the agent re-registers
             self.error = exc
@@ -82,6 +88,11 @@ class AgentClient:
         request = api_pb2.WatchRequest(from_revision=from_revision)
         for message in self.client.stream(self.client.agent, "WatchSlice", request):
             for event in message.events if message.kind == "batch" else (message,):
+                if event.key.startswith(LAZY_PREFIXES) and event.value_json:
+                    # Every node gets these, few read them: `SliceState` decodes them on first use.
+                    yield {"kind": event.kind, "key": event.key, "revision": event.revision,
+                           "value_json": event.value_json}
+                    continue
                 yield {"kind": event.kind, "key": event.key, "revision": event.revision,
                        "value": json.loads(event.value_json) if event.value_json else None}
 

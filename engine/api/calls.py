@@ -160,6 +160,12 @@ def _streaming(h: _Handling, request_cls: type, client_streaming: bool) -> Calla
     return behavior
 
 
+def _serializer(cls: type) -> Callable[[Any], bytes]:
+    """Serializes a reply; a handler may also yield bytes it serialized itself (slice batches)."""
+    to_bytes = cls.SerializeToString
+    return lambda reply: reply if isinstance(reply, bytes) else to_bytes(reply)
+
+
 def handler(service: str, servicer: Any, plumbing: Plumbing, public: frozenset[str] = frozenset()
             ) -> grpc.GenericRpcHandler:
     """gRPC handlers for every method of `service` (ccattler.v1.<service>) implemented by `servicer`."""
@@ -167,7 +173,7 @@ def handler(service: str, servicer: Any, plumbing: Plumbing, public: frozenset[s
     for method in api_pb2.DESCRIPTOR.services_by_name[service].methods:
         request_cls = getattr(api_pb2, method.input_type.name)
         h = _Handling(plumbing, servicer, method.name, method.name in public)
-        serialize = getattr(api_pb2, method.output_type.name).SerializeToString
+        serialize = _serializer(getattr(api_pb2, method.output_type.name))
         if method.client_streaming and method.server_streaming:
             methods[method.name] = grpc.stream_stream_rpc_method_handler(
                 _streaming(h, request_cls, True), response_serializer=serialize)

@@ -30,6 +30,23 @@ class Snapshot:
         return self.values.get(key, default)
 
 
+def changed_keys(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[str]:
+    """Keys whose value differs between two snapshots' values, by identity: the runner's cache
+    hands out the same object until a key is written, so this is one cheap pass, not a deep compare."""
+    changed, added = [], 0
+    for key, value in after.items():
+        old = before.get(key, _ABSENT)
+        if old is not value:
+            changed.append(key)
+            added += old is _ABSENT
+    if len(before) > len(after) - added:  # some keys are gone
+        changed += [key for key in before if key not in after]
+    return changed
+
+
+_ABSENT = object()
+
+
 @dataclass(frozen=True, slots=True)
 class ChangeSet:
     """Puts and deletes a controller wants. `groups` lists key sets that must commit together

@@ -6,13 +6,20 @@ and `ready` (readiness probe passed; a service without one is ready when running
 under the process runtime (no own address): traffic consumers skip those, ordering (stateful
 services start an ordinal once the previous one is an endpoint) does not. A document is rewritten
 only when its content changes; services that are gone lose theirs.
+
+Incremental: the controller keeps each instance's endpoint entry between runs and, from the keys
+that changed since its last snapshot (`changed_keys`), recomputes only the instances and services
+they touch — it runs on every agent report, and a full pass over 10,000 instances took ~60 ms.
+The result is the same as a full pass (tests compare both).
 """
 
 from __future__ import annotations
 
+from collections import defaultdict
+from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from ccattler.engine.controllers.base import ChangeSet, Snapshot
+from ccattler.engine.controllers.base import ChangeSet, Snapshot, changed_keys
 
 SERVICES = "desired/service/"
 PLACEMENTS = "derived/placement/"
@@ -26,6 +33,19 @@ def _ports(service: dict[str, Any]) -> list[dict[str, Any]]:
     return sorted(ports, key=lambda p: (p["port"], p["protocol"]))
 
 
+def _entry(values: Mapping[str, Any], instance: str) -> tuple[str, dict[str, Any]] | None:
+    """(service, endpoint entry) of `tenant/instance` when it is an endpoint, else None."""
+    placement = values.get(PLACEMENTS + instance)
+    node = placement.get("node") if isinstance(placement, dict) else None
+    seen = values.get(OBSERVED + instance)
+    if not node or not isinstance(seen, dict) or seen.get("node") != node:
+        return None  # unplaced, not reported yet, or still reported by the node it left
+    if seen.get("state") != "running" or not seen.get("ready"):
+        return None
+    return str(placement.get("service")), {"instance": instance.split("/", 1)[1], "node": node,
+                                           "ip": seen.get("ip")}
+
+
 class EndpointController:
     """Writes one endpoint document per declared service."""
 
@@ -33,27 +53,53 @@ class EndpointController:
     reads: ClassVar[tuple[str, ...]] = (SERVICES, PLACEMENTS, OBSERVED, ENDPOINTS)
     writes: ClassVar[tuple[str, ...]] = (ENDPOINTS,)
 
+    def __init__(self) -> None:
+        self._seen: Mapping[str, Any] | None = None  # the values of the last snapshot
+        self._service_of: dict[str, str] = {}  # tenant/instance → service, while an endpoint
+        self._ready: dict[str, dict[str, dict[str, Any]]] = defaultdict(dict)  # service → instance → entry
+        self._unsettled: set[str] = set()  # services written last run (a commit may have failed)
+
     def reconcile(self, snapshot: Snapshot, now: float) -> ChangeSet:
-        ready: dict[str, list[dict[str, Any]]] = {}
-        for key, placement in snapshot.under(PLACEMENTS):
-            tenant, instance = key.split("/")[2], key.split("/")[3]
-            node = placement.get("node") if isinstance(placement, dict) else None
-            seen = snapshot.get(f"{OBSERVED}{tenant}/{instance}")
-            if not node or not isinstance(seen, dict) or seen.get("node") != node:
-                continue  # unplaced, not reported yet, or still reported by the node it left
-            if seen.get("state") == "running" and seen.get("ready"):
-                ready.setdefault(str(placement.get("service")), []).append(
-                    {"instance": instance, "node": node, "ip": seen.get("ip")})
+        values = snapshot.values
+        if self._seen is None:
+            self._service_of.clear()
+            self._ready.clear()
+            changed: set[str] | list[str] = list(values)
+        else:
+            changed = changed_keys(self._seen, values)
+        self._seen = values
+        services = set(self._unsettled)
+        for key in changed:
+            if key.startswith((PLACEMENTS, OBSERVED)):
+                instance = key[len(PLACEMENTS if key.startswith(PLACEMENTS) else OBSERVED):]
+                services.update(self._update(values, instance))
+            elif key.startswith((SERVICES, ENDPOINTS)):
+                services.add(key[len(SERVICES if key.startswith(SERVICES) else ENDPOINTS):])
         puts: dict[str, Any] = {}
-        wanted = set()
-        for key, service in snapshot.under(SERVICES):
-            tenant, name = key.split("/")[2], key.split("/")[3]
-            full = f"{tenant}/{name}"
-            target = f"{ENDPOINTS}{full}"
-            wanted.add(target)
+        deletes = set()
+        for full in services:
+            target, service = ENDPOINTS + full, values.get(SERVICES + full)
+            if service is None:
+                if target in values:
+                    deletes.add(target)
+                continue
+            entries = sorted(self._ready.get(full, {}).values(), key=lambda e: e["instance"])
             doc = {"service": full, "ports": _ports(service if isinstance(service, dict) else {}),
-                   "endpoints": sorted(ready.get(full, []), key=lambda e: e["instance"])}
-            if snapshot.get(target) != doc:
+                   "endpoints": entries}
+            if values.get(target) != doc:
                 puts[target] = doc
-        deletes = frozenset(key for key, _ in snapshot.under(ENDPOINTS) if key not in wanted)
-        return ChangeSet(puts, deletes)
+        self._unsettled = {key[len(ENDPOINTS):] for key in (*puts, *deletes)}
+        return ChangeSet(puts, frozenset(deletes))
+
+    def _update(self, values: Mapping[str, Any], instance: str) -> tuple[str, ...]:
+        """Recompute one instance's entry; the services whose documents it may change."""
+        before = self._service_of.pop(instance, None)
+        if before is not None:
+            self._ready[before].pop(instance, None)
+        found = _entry(values, instance)
+        if found is None:
+            return (before,) if before is not None else ()
+        service, entry = found
+        self._service_of[instance] = service
+        self._ready[service][instance] = entry
+        return (service,) if before in (None, service) else (before, service)

@@ -98,6 +98,10 @@ class Store(abc.ABC):
     @abc.abstractmethod
     def get(self, key: str) -> Fact | None: ...
 
+    def get_many(self, keys: list[str]) -> dict[str, Fact]:
+        """The facts of those `keys` that exist (backends may read them in one query)."""
+        return {key: fact for key in keys if (fact := self.get(key)) is not None}
+
     @abc.abstractmethod
     def range(self, prefix: str, revision: int | None = None) -> tuple[list[Fact], int]:
         """All facts under `prefix` at one revision (default: now), sorted by key."""

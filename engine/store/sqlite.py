@@ -7,6 +7,7 @@ older revision (default 100,000; older ones are compacted automatically); `max_t
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 import threading
 import time
@@ -31,7 +32,11 @@ from ccattler.engine.store.queue_watch import QueueWatch
 from ccattler.engine.store.sqlite_changes import change_event, decode_changes, encode_changes, previous_fact
 from ccattler.engine.store.sqlite_schema import OwnerLock, connect, connect_reader
 
+log = logging.getLogger(__name__)
+
 DEFAULT_HISTORY = 100_000
+#: How late the lease-expiry thread may wake before it counts the delay as a stall of the process.
+STALL_GRACE = 1.0
 _CHUNK = 500  # keys per `IN (…)` lookup, well under SQLite's parameter limit
 
 _KV_COLUMNS = "key, value, create_rev, mod_rev, version, lease"
@@ -82,7 +87,10 @@ class SqliteStore(Store):
             raise
         self._lock = threading.Lock()
         self._read_lock = threading.Lock() if path is not None else self._lock
-        self._lease_wakeup = threading.Condition(self._lock)
+        # Leases have their own lock: a keepalive never waits behind a write in progress (a node
+        # whose heartbeat queued behind a long commit would lose its lease). Order: _lock, then this.
+        self._lease_lock = threading.Lock()
+        self._lease_wakeup = threading.Condition(self._lease_lock)
         # Each watch with the revision it starts after (a watch may start in the future).
         self._watches: dict[QueueWatch, int] = {}
         meta = dict(self._conn.execute("SELECT name, value FROM meta"))
@@ -106,6 +114,18 @@ class SqliteStore(Store):
         with self._reading() as conn:
             row = conn.execute(f"SELECT {_KV_COLUMNS} FROM kv WHERE key = ?", (key,)).fetchone()
         return _fact(row) if row else None
+
+    def get_many(self, keys: list[str]) -> dict[str, Fact]:
+        for key in keys:
+            check_key(key)
+        found: dict[str, Fact] = {}
+        with self._reading() as conn:
+            for start in range(0, len(keys), _CHUNK):
+                chunk = keys[start : start + _CHUNK]
+                marks = ",".join("?" * len(chunk))
+                for row in conn.execute(f"SELECT {_KV_COLUMNS} FROM kv WHERE key IN ({marks})", chunk):
+                    found[row[0]] = _fact(row)
+        return found
 
     def range(self, prefix: str, revision: int | None = None) -> tuple[list[Fact], int]:
         where, args = _prefix_clause(check_key(prefix, prefix=True))
@@ -274,12 +294,15 @@ class SqliteStore(Store):
             raise StoreError(f"lease TTL must be positive, got {ttl}")
         with self._open():
             lease = self._conn.execute("INSERT INTO leases (ttl) VALUES (?)", (float(ttl),)).lastrowid
-            self._leases[lease] = (ttl, time.monotonic() + ttl)
-            self._lease_wakeup.notify_all()
+            with self._lease_lock:
+                self._leases[lease] = (ttl, time.monotonic() + ttl)
+                self._lease_wakeup.notify_all()
         return lease
 
     def lease_keepalive(self, lease: int) -> None:
-        with self._open():
+        with self._lease_lock:
+            if self._closed:
+                raise StoreError(f"store {self.url} is closed")
             if lease not in self._leases:
                 raise LeaseNotFound(f"lease {lease} does not exist (expired or revoked)")
             ttl = self._leases[lease][0]
@@ -299,23 +322,51 @@ class SqliteStore(Store):
         with self._transaction(f"dropping lease {lease} failed"):
             blob = self._write(rev, changes, [], [change[0] for change in changes]) if changes else None
             self._conn.execute("DELETE FROM leases WHERE id = ?", (lease,))
-        del self._leases[lease]
+        with self._lease_lock:
+            del self._leases[lease]
         if blob is not None:
             self._rev = rev
             self._publish(rev, blob)
 
     def _expire_leases(self) -> None:
-        with self._lock:
+        while (due := self._leases_due()) is not None:
+            with self._lock:  # keepalives may still come in meanwhile: each lease is checked again
+                if self._closed:
+                    return
+                for lease in due:
+                    with self._lease_lock:
+                        entry = self._leases.get(lease)
+                    if entry is not None and entry[1] <= time.monotonic():
+                        try:
+                            self._drop_lease(lease)
+                        except StoreError:
+                            pass  # the commit failed and was rolled back; retry on the next pass
+
+    def _leases_due(self) -> list[int] | None:
+        """Wait until some lease is past its deadline; those leases (None once the store closes).
+
+        When this thread itself wakes up late, the whole process was stalled (GIL starvation, swap,
+        a suspended VM): keepalives could not be served either, so the clients get their full TTL
+        again from now, as etcd gives them after a leader change — rather than every node losing
+        its lease at once.
+        """
+        with self._lease_lock:
+            planned: float | None = None
             while not self._closed:
                 now = time.monotonic()
-                expired = [lease for lease, (_ttl, deadline) in self._leases.items() if deadline <= now]
-                for lease in expired:
-                    try:
-                        self._drop_lease(lease)
-                    except StoreError:
-                        pass  # the commit failed and was rolled back; retry on the next pass
-                deadlines = [deadline for _ttl, deadline in self._leases.values()]
-                self._lease_wakeup.wait(max(0.0, min(deadlines) - now) + 0.001 if deadlines else None)
+                if planned is not None and now - planned > STALL_GRACE:
+                    log.warning("sqlite store: lease expiry ran %.1f s late (the process stalled); "
+                                "every lease gets its TTL again", now - planned)
+                    self._leases = {lease: (ttl, now + ttl) for lease, (ttl, _) in self._leases.items()}
+                due = [lease for lease, (_ttl, deadline) in self._leases.items() if deadline <= now]
+                if due:
+                    return due
+                timeout = min(deadline for _ttl, deadline in self._leases.values()) - now + 0.001 \
+                    if self._leases else None
+                planned = now + timeout if timeout is not None else None
+                if self._lease_wakeup.wait(timeout):
+                    planned = None  # woken early (a new lease): not a stall
+            return None
 
     # -- maintenance -------------------------------------------------------------------------
 
@@ -348,7 +399,8 @@ class SqliteStore(Store):
             if self._closed:
                 return
             self._closed = True
-            self._lease_wakeup.notify_all()
+            with self._lease_lock:
+                self._lease_wakeup.notify_all()
             watches, self._watches = list(self._watches), {}
         self._expirer.join()
         for watch in watches:

@@ -23,3 +23,17 @@ def test_reporter_sends_only_changes_and_deletes_vanished() -> None:
     assert second == {"o/a": {"state": "running"}, "o/b": None}
     reporter.sent(second)
     assert reporter.changes({"o/a": {"state": "running"}}) == {}
+
+
+def test_documents_sent_as_json_are_decoded_when_first_read() -> None:
+    state = SliceState()
+    state.apply({"kind": "put", "key": "derived/endpoint/t/db", "value_json": '{"endpoints": []}',
+                 "revision": 1})
+    assert dict(state.facts) == {}  # not decoded yet
+    assert state.facts.get("derived/endpoint/t/db") == {"endpoints": []}
+    assert state.facts["derived/endpoint/t/db"] == {"endpoints": []}
+    state.apply({"kind": "put", "key": "derived/endpoint/t/db", "value_json": '{"endpoints": [1]}',
+                 "revision": 2})
+    assert state.facts.get("derived/endpoint/t/db") == {"endpoints": [1]}  # the newer text wins
+    state.apply({"kind": "delete", "key": "derived/endpoint/t/db", "value": None, "revision": 3})
+    assert state.facts.get("derived/endpoint/t/db") is None and state.facts.get("missing", 7) == 7

@@ -6,6 +6,7 @@ to resync. And a node may report an instance that moved to it from a dead node."
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
@@ -128,3 +129,20 @@ def test_a_node_may_report_an_instance_moved_to_it_from_a_dead_node(cluster, tmp
     assert cluster.store.get(key).value["node"] == "n2"
     for client in clients.values():
         client.close()
+
+
+def test_a_shared_document_changed_again_before_it_was_sent_is_sent_once_in_its_latest_version(store):
+    hub = SliceHub(store)
+    events = hub.batches("n1", 0, lambda: True)
+    next(events)  # the initial slice
+    for n in range(3):
+        store.put("derived/endpoint/shop/web", {"endpoints": [n]})
+    store.put("derived/network/subnet/n1", {"node": "n1", "subnet": "10.0.9.0/24"})
+    deadline = time.monotonic() + 5
+    while hub.revision < store.revision() and time.monotonic() < deadline:  # all routed, none sent
+        time.sleep(0.01)
+    seen = next(events)
+    endpoint_puts = [e for e in seen if e.key == "derived/endpoint/shop/web"]
+    assert len(endpoint_puts) == 1 and endpoint_puts[0].value == {"endpoints": [2]}
+    assert any(e.key == "derived/network/subnet/n1" for e in seen)
+    hub.close()

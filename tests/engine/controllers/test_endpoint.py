@@ -46,3 +46,38 @@ def test_readiness_change_updates_the_document():
                                                    "ip": "10.0.1.2"}}
     doc = EndpointController().reconcile(_snapshot(ready_b), 0.0).puts["derived/endpoint/default/web"]
     assert [e["instance"] for e in doc["endpoints"]] == ["web-a", "web-b"]
+
+
+def test_incremental_runs_match_a_fresh_full_pass_over_random_histories():
+    import random
+
+    rng = random.Random(7)
+    controller = EndpointController()
+    values: dict = {}
+    instances = [f"default/i{n}" for n in range(12)]
+    for _ in range(300):
+        for _ in range(rng.randint(1, 4)):  # a few writes, as the runner's cache would apply them
+            what = rng.random()
+            inst = rng.choice(instances)
+            service = f"default/s{rng.randint(0, 2)}"
+            if what < 0.3:
+                node = rng.choice(["n1", "n2", None])
+                values[f"derived/placement/{inst}"] = {"service": service, "node": node}
+            elif what < 0.6:
+                values[f"observed/instance/{inst}"] = {"node": rng.choice(["n1", "n2"]), "ip": "10.0.0.1",
+                                                       "state": rng.choice(["running", "starting"]),
+                                                       "ready": rng.random() < 0.7}
+            elif what < 0.75:
+                values.pop(rng.choice([f"derived/placement/{inst}", f"observed/instance/{inst}"]), None)
+            elif what < 0.9:
+                values[f"desired/service/{service}"] = {"expose": [{"port": rng.choice([80, 81])}]}
+            else:
+                values.pop(f"desired/service/{service}", None)
+        snapshot = Snapshot(1, dict(values))
+        incremental = controller.reconcile(snapshot, 0.0)
+        full = EndpointController().reconcile(snapshot, 0.0)
+        assert (dict(incremental.puts), incremental.deletes) == (dict(full.puts), full.deletes)
+        if rng.random() < 0.9:  # the commit lands (sometimes it does not: a conflict)
+            values.update(incremental.puts)
+            for key in incremental.deletes:
+                values.pop(key, None)

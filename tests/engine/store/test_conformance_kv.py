@@ -24,6 +24,15 @@ def test_get_of_an_absent_key_is_none(store):
     assert store.get("desired/service/default/nope") is None
 
 
+def test_get_many_returns_the_facts_of_the_keys_that_exist(store):
+    store.put("k/a", 1)
+    store.put("k/b", 2)
+    found = store.get_many(["k/a", "k/b", "k/none"])
+    assert {key: fact.value for key, fact in found.items()} == {"k/a": 1, "k/b": 2}
+    assert found["k/b"] == store.get("k/b")
+    assert store.get_many([]) == {}
+
+
 def test_put_again_bumps_version_and_keeps_create_revision(store):
     first = store.put("k/a", 1)
     second = store.put("k/a", 2)

@@ -80,6 +80,30 @@ def test_leases_survive_a_reopen_and_then_expire(url):
         assert store.get("n/a") is None
 
 
+def test_a_keepalive_does_not_wait_for_a_write_in_progress(url):
+    with open_store(url) as store:
+        lease = store.lease_grant(5)
+        with store._lock:  # what a long commit holds
+            started = time.monotonic()
+            store.lease_keepalive(lease)
+            assert time.monotonic() - started < 0.5
+
+
+def test_a_stall_of_the_whole_process_does_not_count_against_leases(url):
+    with open_store(url) as store:
+        lease = store.lease_grant(1)
+        store.put("n/a", 1, lease=lease)
+        with store._lease_lock:  # nothing lease-related runs: neither keepalives nor expiry
+            time.sleep(2.5)
+        time.sleep(0.2)
+        assert store.get("n/a") is not None  # the deadline moved by the stall
+        store.lease_keepalive(lease)
+        deadline = time.monotonic() + 5
+        while store.get("n/a") is not None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert store.get("n/a") is None  # and without keepalives it still expires
+
+
 def test_history_is_bounded_and_older_revisions_are_compacted(tmp_path):
     with open_store(f"sqlite://{tmp_path}/state.db?history=10") as store:
         first = store.put("h/a", 0)
