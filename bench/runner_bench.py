@@ -134,7 +134,7 @@ def main() -> None:
                   f"(warm controller: {warm * 1000:.1f} ms)")
 
         prefixes = {p for c in (instance, failure, network) for p in c.reads}
-        cache = FactCache(store, prefixes, lambda key, revision: None)
+        cache = FactCache(store, prefixes, lambda key, revision, *change: None)
         cache.start()
         for controller in (instance, network):
             cached = median(lambda c=controller: cache.snapshot(c.reads), args.rounds)

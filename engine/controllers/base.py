@@ -67,8 +67,9 @@ class Controller(Protocol):
     """A pure reconcile function with its read and write domains.
 
     Optional: `depends_on(key) -> keys` (the inputs a written key derives from: commit guards) and
-    `wakes_on(key) -> bool` (the live runner skips a change under `reads` for which it says False;
-    it must say True for every key whose change could alter the result, and be cheap and
+    `wakes_on(key, *change) -> bool` (the live runner skips a change under `reads` for which it
+    says False; `change` is (old value, new value) when the watch knows them, empty after a
+    re-list; it must say True for every change that could alter the result, and be cheap and
     thread-safe: watch threads call it).
     """
 

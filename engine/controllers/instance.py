@@ -98,7 +98,7 @@ class InstanceController:
         # The observed keys a pending ordered stop waits on (None: not known yet, wake on all).
         self._waiting: frozenset[str] | None = None
 
-    def wakes_on(self, key: str) -> bool:
+    def wakes_on(self, key: str, *change: Any) -> bool:
         """Whether a change of `key` (under `reads`) can change the result. Observed facts matter
         only while a stateful scale-down waits on them, so the thousands of other agent reports
         never wake this controller. Called from watch threads: it only reads one attribute."""

@@ -15,6 +15,7 @@ import time
 import uuid
 from collections import deque
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from ccattler.engine.controllers.base import Controller
 from ccattler.engine.runner.changes import DEFAULT_MAX_BYTES, DEFAULT_MAX_OPS
@@ -76,7 +77,7 @@ class Runner:
         self._own_revisions: dict[str, deque[int]] = {c.name: deque(maxlen=64) for c in self.controllers}
         self._retry_at: dict[str, float] = {}  # controllers waiting out an error backoff
         self._failures: dict[str, int] = {c.name: 0 for c in self.controllers}
-        # A controller's optional `wakes_on(key)` narrows which changes under its reads wake it.
+        # A controller's optional `wakes_on(key, *change)` narrows which changes under its reads wake it.
         self._wakes_on = {c.name: getattr(c, "wakes_on", None) for c in self.controllers}
         self._cache: FactCache | None = None
         self._thread: threading.Thread | None = None
@@ -125,7 +126,7 @@ class Runner:
             self._idle.clear()
             self._wake.notify_all()
 
-    def _changed(self, key: str, revision: int) -> None:
+    def _changed(self, key: str, revision: int, *change: Any) -> None:
         """A watch event: mark dirty every controller reading `key` (except the one that wrote it)."""
         marked = False
         with self._wake:
@@ -134,7 +135,7 @@ class Runner:
                     continue
                 if key.startswith(controller.reads) or any(r.startswith(key) for r in controller.reads):
                     wakes_on = self._wakes_on[controller.name]
-                    if wakes_on is not None and not wakes_on(key):
+                    if wakes_on is not None and not wakes_on(key, *change):
                         continue
                     self._dirty.add(controller.name)
                     marked = True

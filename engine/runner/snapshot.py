@@ -55,10 +55,11 @@ class _View:
 
 
 class FactCache:
-    """Per-prefix views fed by watches; `on_change(key, revision)` is called after each applied event
-    that changed a value (`key` is the prefix itself after a re-list)."""
+    """Per-prefix views fed by watches; `on_change(key, revision, *change)` is called after each
+    applied event that changed a value, `change` being (old value, new value); after a re-list it
+    is called with the prefix itself as `key` and no `change`."""
 
-    def __init__(self, store: Store, prefixes: Iterable[str], on_change: Callable[[str, int], None]) -> None:
+    def __init__(self, store: Store, prefixes: Iterable[str], on_change: Callable[..., None]) -> None:
         self._store = store
         self._on_change = on_change
         self._views = {p: _View(p) for p in minimal_prefixes(prefixes)}
@@ -121,7 +122,8 @@ class FactCache:
                 view.revision = max(view.revision, event.revision)
                 self._lock.notify_all()
             if event.kind != "put" or event.value != event.prev_value:
-                self._on_change(event.key, event.revision)  # a rewrite of the same value triggers nothing
+                # A rewrite of the same value triggers nothing.
+                self._on_change(event.key, event.revision, event.prev_value, event.value)
 
     def relist(self, prefixes: Iterable[str]) -> None:
         """Re-read the views covering `prefixes` from the store (after repeated conflicts)."""

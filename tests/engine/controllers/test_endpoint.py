@@ -81,3 +81,14 @@ def test_incremental_runs_match_a_fresh_full_pass_over_random_histories():
             values.update(incremental.puts)
             for key in incremental.deletes:
                 values.pop(key, None)
+
+
+def test_only_reports_that_change_what_makes_an_endpoint_wake_the_controller():
+    controller = EndpointController()
+    running = {"node": "n1", "state": "running", "ready": True, "ip": "10.0.0.2", "usage": {"cpu": 1}}
+    busier = {**running, "usage": {"cpu": 900}}
+    assert not controller.wakes_on("observed/instance/default/web-a", running, busier)
+    assert controller.wakes_on("observed/instance/default/web-a", running, {**running, "ready": False})
+    assert controller.wakes_on("observed/instance/default/web-a", None, running)
+    assert controller.wakes_on("observed/")  # a re-list: the values are not known
+    assert controller.wakes_on("derived/placement/default/web-a", None, {"node": "n1"})

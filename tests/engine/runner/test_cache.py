@@ -14,7 +14,7 @@ from ccattler.engine.store import Event
 def test_views_follow_the_store_and_match_a_direct_read(store):
     store.put("a/1", {"v": 1})
     changed: list[str] = []
-    cache = FactCache(store, ["a/", "b/", "a/deeper/"], lambda key, rev: changed.append(key))
+    cache = FactCache(store, ["a/", "b/", "a/deeper/"], lambda key, rev, *change: changed.append(key))
     cache.start()
     try:
         store.put("a/2", {"v": 2})
@@ -36,7 +36,7 @@ def test_views_follow_the_store_and_match_a_direct_read(store):
 
 def test_an_event_already_in_a_relisted_view_is_ignored(sqlite_store):
     store = sqlite_store
-    cache = FactCache(store, ["a/"], lambda key, rev: None)
+    cache = FactCache(store, ["a/"], lambda key, rev, *change: None)
     cache.start()
     try:
         first = store.put("a/1", {"v": 1})

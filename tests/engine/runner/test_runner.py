@@ -180,7 +180,7 @@ def test_rewriting_the_same_value_triggers_nothing(store, runners):
 class Picky(Copy):
     """A Copy that says changes under `in/quiet/` cannot change its result (`wakes_on`)."""
 
-    def wakes_on(self, key: str) -> bool:
+    def wakes_on(self, key: str, *change) -> bool:
         return not key.startswith("in/quiet/")
 
 
