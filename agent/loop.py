@@ -25,6 +25,10 @@ from ccattler.engine.facts import CcaError
 
 log = logging.getLogger(__name__)
 
+#: Seconds a summoned logs/exec tunnel stays open without sessions (a `cca logs` right after
+#: another reuses it).
+TUNNEL_LINGER = 60.0
+
 
 class AgentLoop:
     """One node's agent: `run(stop)` until `stop` is set (containers keep running afterwards)."""
@@ -37,11 +41,14 @@ class AgentLoop:
         if core.secret_batch_source is None:  # the refresh tick: one call per node, not per instance
             core.secret_batch_source = getattr(client, "fetch_secrets_many", None)
         self.ttl, self.tick, self.retry = ttl, tick, retry
+        self.tunnel_linger = TUNNEL_LINGER
         self.state = SliceState()
         self.reporter = Reporter()
         self._events: queue.Queue[tuple[int, dict[str, Any] | None]] = queue.Queue()
         self._generation = 0
         self._next_reconcile = 0.0
+        self._tunnel: AgentTunnel | None = None
+        self._stop = threading.Event()
 
     def run(self, stop: threading.Event) -> None:
         heartbeat = None
@@ -49,10 +56,7 @@ class AgentLoop:
         self._watch(0)
         indexing = threading.Event()  # the log time index (`cca logs --since`) runs as long as we do
         LogIndexer(self.core.runtime).start(indexing)
-        tunnel = None
-        if hasattr(self.client, "tunnel"):  # logs and exec sessions from the server
-            tunnel = AgentTunnel(self.client, self.core.runtime)
-            tunnel.start(stop)
+        self._stop = stop
         try:
             while not stop.is_set():
                 if heartbeat is None or not heartbeat.alive:
@@ -65,8 +69,8 @@ class AgentLoop:
                     self._reconcile_and_report()
         finally:
             indexing.set()
-            if tunnel is not None:
-                tunnel.close()
+            if self._tunnel is not None:
+                self._tunnel.close()
             if heartbeat is not None:
                 heartbeat.stop()
 
@@ -121,12 +125,20 @@ class AgentLoop:
                 if not self.state.synced:
                     self.state.reset()
                 self._watch(self.state.revision)
+            elif event["kind"] == "tunnel":
+                self._open_tunnel()
             elif event["kind"] == "resync":
                 self.state.apply(event)
                 self._watch(0)
             else:
                 self.state.apply(event)
         return urgent
+
+    def _open_tunnel(self) -> None:
+        """The server wants a logs/exec session here: open the tunnel (it closes again when idle)."""
+        if hasattr(self.client, "tunnel") and (self._tunnel is None or not self._tunnel.alive):
+            self._tunnel = AgentTunnel(self.client, self.core.runtime, linger=self.tunnel_linger)
+            self._tunnel.start(self._stop)
 
     def _reconcile_and_report(self) -> None:
         observed = self.core.apply(self.state.facts)

@@ -82,18 +82,39 @@ class _Session:
 
 class AgentTunnel:
     """Serves logs and exec for `runtime` over `client` (an `AgentClient`: `client.tunnel(ups)` opens
-    the stream). `start(stop)` runs it in a thread; `close()` ends the stream and every session."""
+    the stream). `start(stop)` runs it in a thread; `close()` ends the stream and every session.
 
-    def __init__(self, client: Any, runtime: Runtime, *, retry: float = 1.0, poll: float = 0.2) -> None:
+    With `linger` (seconds) the tunnel is one the server summoned: it closes once it has had no
+    session for that long, and is not reopened until the server asks again."""
+
+    def __init__(self, client: Any, runtime: Runtime, *, retry: float = 1.0, poll: float = 0.2,
+                 linger: float | None = None) -> None:
         self.client, self.runtime, self.retry, self.poll = client, runtime, retry, poll
+        self.linger = linger
         self._call: Any = None
         self._sessions: dict[int, _Session] = {}
         self._closed = threading.Event()
+        self._active_at = time.monotonic()
+        self._thread: threading.Thread | None = None
+
+    @property
+    def alive(self) -> bool:
+        return self._thread is not None and self._thread.is_alive() and not self._closed.is_set()
 
     def start(self, stop: threading.Event) -> threading.Thread:
-        thread = threading.Thread(target=self.run, args=(stop,), name="cca-tunnel", daemon=True)
-        thread.start()
-        return thread
+        self._thread = threading.Thread(target=self.run, args=(stop,), name="cca-tunnel", daemon=True)
+        self._thread.start()
+        if self.linger is not None:
+            threading.Thread(target=self._close_when_idle, args=(stop,), name="cca-tunnel-idle",
+                             daemon=True).start()
+        return self._thread
+
+    def _close_when_idle(self, stop: threading.Event) -> None:
+        while not stop.wait(1.0) and not self._closed.is_set():
+            if self._sessions:
+                self._active_at = time.monotonic()
+            elif time.monotonic() - self._active_at > self.linger:
+                self.close()
 
     def run(self, stop: threading.Event) -> None:
         while not stop.is_set() and not self._closed.is_set():
@@ -108,6 +129,8 @@ class AgentTunnel:
             finally:
                 ups.put(None)
                 self._end_sessions()
+            if self.linger is not None:  # summoned: the server asks again when it needs us
+                self._closed.set()
             stop.wait(self.retry)
 
     def close(self) -> None:
@@ -122,6 +145,7 @@ class AgentTunnel:
         self._sessions.clear()
 
     def _dispatch(self, down: api_pb2.TunnelDown, send: Send) -> None:
+        self._active_at = time.monotonic()
         if down.open:
             session = self._sessions[down.session] = _Session()
             serve = {"logs": self._logs, "exec": self._exec, "inspect": self._inspect}.get(down.open)

@@ -56,7 +56,8 @@ class AgentService:
     def __init__(self, store: Store, ca: CertificateAuthority, keys: KeyProvider) -> None:
         self.store, self.ca, self.keys = store, ca, keys
         self.slices = SliceHub(store)  # one store watch for every node's WatchSlice
-        self.tunnels = TunnelHub()  # logs and exec sessions down the nodes' own streams
+        # Logs and exec sessions down the nodes' own streams, opened on demand through the slice.
+        self.tunnels = TunnelHub(summon=self.slices.summon)
 
     def audit_object(self, method: str, request: Any) -> str | None:
         if method == "Join":

@@ -172,6 +172,14 @@ class SliceHub:
             with self._lock:
                 self._subs[node].discard(sub)
 
+    def summon(self, node: str) -> None:
+        """Ask `node`'s agent to open its logs/exec tunnel (a `tunnel` event in its slice stream)."""
+        with self._lock:
+            subscribers = list(self._subs.get(node, ()))
+            revision = self.revision
+        for sub in subscribers:
+            sub.push([Event("tunnel", "", None, revision)])
+
     def close(self) -> None:
         if self._watch is not None:
             self._watch.cancel()

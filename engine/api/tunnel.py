@@ -2,7 +2,10 @@
 server opens logs and exec sessions down it (the reverse of the API server dialing a kubelet).
 
 Agent-initiated, so a node needs no listening port, no server certificate and no reachable address
-(NAT, firewalls), and the node's own mTLS identity authenticates the tunnel. Sessions are
+(NAT, firewalls), and the node's own mTLS identity authenticates the tunnel. Opened on demand: a
+session for a node without a tunnel summons it (a `tunnel` event down the node's slice watch) and
+waits up to `SUMMON_TIMEOUT`; the agent closes it again once idle. A thousand idle nodes so hold no
+tunnel streams (each costs the server two threads). Sessions are
 multiplexed by id: `TunnelDown` opens/feeds/cancels one, `TunnelUp` carries its output and end.
 """
 
@@ -20,6 +23,9 @@ from ccattler.engine.api.gen.ccattler.v1 import api_pb2
 from ccattler.engine.facts import CcaError
 
 log = logging.getLogger("ccattler.api")
+
+#: How long opening a session waits for a summoned node to open its tunnel.
+SUMMON_TIMEOUT = 10.0
 
 
 class Session:
@@ -58,10 +64,12 @@ class _NodeTunnel:
 class TunnelHub:
     """Every connected node's tunnel, by node name."""
 
-    def __init__(self) -> None:
+    def __init__(self, summon: Callable[[str], None] | None = None) -> None:
         self._tunnels: dict[str, _NodeTunnel] = {}
         self._lock = threading.Lock()
+        self._opened = threading.Condition(self._lock)
         self._ids = itertools.count(1)
+        self.summon = summon  # asks a node's agent to open its tunnel
 
     def connected(self, node: str) -> bool:
         return node in self._tunnels
@@ -72,6 +80,7 @@ class TunnelHub:
         tunnel = _NodeTunnel(node)
         with self._lock:
             previous, self._tunnels[node] = self._tunnels.get(node), tunnel
+            self._opened.notify_all()
         if previous is not None:  # a reconnecting agent: its old stream is dead to us
             previous.end_all(f"node {node} reconnected its tunnel")
             previous.down.put(None)
@@ -107,6 +116,11 @@ class TunnelHub:
              output: queue.Queue[Any] | None = None) -> Session:
         """Open a `kind` session on `node`; its output goes to `output` as (session, TunnelUp)."""
         tunnel = self._tunnels.get(node)
+        if tunnel is None and self.summon is not None:
+            self.summon(node)
+            with self._lock:
+                self._opened.wait_for(lambda: node in self._tunnels, SUMMON_TIMEOUT)
+                tunnel = self._tunnels.get(node)
         if tunnel is None:
             raise CcaError(f"node {node} has no tunnel to the API server (is its agent running and "
                            "up to date?)")

@@ -48,6 +48,7 @@ def cluster(api_harness, join_node, busybox_state: Path, tmp_path: Path, clean_c
     core = NodeCore("n1", runtime, state_dir=state, bridge=bridge, backoff=Backoff(initial=0.2),
                     stop_timeout=0.5)
     loop = AgentLoop(AgentClient(join_node("n1")), core, node_document(), ttl=5, tick=0.2)
+    loop.tunnel_linger = 2.0  # closes between tests' sessions: later sessions summon it again
     stop = threading.Event()
     thread = threading.Thread(target=loop.run, args=(stop,), daemon=True)
     thread.start()
@@ -67,7 +68,7 @@ def cluster(api_harness, join_node, busybox_state: Path, tmp_path: Path, clean_c
         for name in ("talk-a", "talk-b"):
             wait_for(lambda name=name: (f := store.get(f"observed/instance/default/{name}"))
                      and f.value["state"] == "running")
-        wait_for(lambda: api_harness.server.tunnels.connected("n1"))
+        assert not api_harness.server.tunnels.connected("n1")  # opened when a session needs it
         yield admin, store
     finally:
         admin.close()
@@ -117,6 +118,19 @@ def test_logs_tail_without_follow_ends(cluster) -> None:
     chunks = tail()
     text = b"".join(c.data for c in chunks).decode()
     assert len(text.splitlines()) == 2 and {c.instance for c in chunks} == {"default/talk-a"}
+
+
+def test_the_tunnel_opens_on_demand_and_closes_when_idle(cluster, api_harness) -> None:
+    admin, _ = cluster
+    hub = api_harness.server.tunnels
+
+    def tail() -> bytes:
+        return b"".join(c.data for c in admin.stream(admin.cluster, "Logs",
+                                                     api_pb2.LogsRequest(target="talk-a", tail=1)))
+
+    assert tail() and hub.connected("n1")  # the session summoned it
+    wait_for(lambda: not hub.connected("n1"), timeout=10)  # no session for the linger time
+    assert tail() and hub.connected("n1")  # and the next session summons it again
 
 
 def test_exec_with_stdin_returns_the_exit_code(cluster) -> None:
