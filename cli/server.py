@@ -33,6 +33,9 @@ def server(
     cluster_cidr: Annotated[str | None, typer.Option("--cluster-cidr", help="Node subnets and instance "
                                                                             "addresses (default "
                                                                             "10.88.0.0/16).")] = None,
+    workers: Annotated[int, typer.Option("--workers", min=16, help="Threads per listener: one per open "
+                                                                  "stream (an agent keeps one), so "
+                                                                  "about nodes + 60.")] = 256,
 ) -> None:
     """Serve the API over TLS only (no plaintext port) and run the controllers."""
     from ccattler.engine.api.server import ApiServer, ServerOptions
@@ -48,7 +51,7 @@ def server(
         raise CcaError("no cluster PKI for this context (run `cca init`, or pass --pki DIR)")
     options = ServerOptions(listen=listen or ctx.server, token_listen=token_listen,  # type: ignore[union-attr]
                             metrics_listen=None if metrics == "off" else metrics, rate=rate,
-                            burst=max(1, int(rate * 2)), max_message_bytes=max_message)
+                            burst=max(1, int(rate * 2)), max_message_bytes=max_message, workers=workers)
     opened = open_store(store)
     api = ApiServer(opened, ClusterFiles(root), options).start()
     loop = None

@@ -44,8 +44,9 @@ class ServerOptions:
     auth_failure_rate: float = 1.0
     auth_failure_burst: int = 20
     audit_keep: int = DEFAULT_KEEP
-    #: Threads per listener. The sync gRPC server holds one per open stream (each agent keeps a
-    #: slice watch and a heartbeat open), so this bounds the nodes one server carries (~120);
+    #: Threads per listener. The sync gRPC server holds one per open stream (each agent keeps its
+    #: slice watch open; heartbeats are short calls, logs/exec tunnels open only while used), so
+    #: this bounds the nodes one server carries (~200 by default; `cca server --workers`);
     #: calls beyond it are refused with RESOURCE_EXHAUSTED rather than queued.
     workers: int = 256
 
