@@ -7,10 +7,8 @@ older revision (default 100,000; older ones are compacted automatically); `max_t
 
 from __future__ import annotations
 
-import logging
 import sqlite3
 import threading
-import time
 from collections.abc import Iterable, Mapping
 from contextlib import contextmanager
 from typing import Any
@@ -30,13 +28,10 @@ from ccattler.engine.store.group_commit import GroupCommit
 from ccattler.engine.store.ops import MAX_TXN_BYTES, MAX_TXN_OPS, TxnOps, decode, prefix_end, prepare_txn
 from ccattler.engine.store.queue_watch import QueueWatch
 from ccattler.engine.store.sqlite_changes import change_event, decode_changes, encode_changes, previous_fact
+from ccattler.engine.store.sqlite_leases import LeaseTable
 from ccattler.engine.store.sqlite_schema import OwnerLock, connect, connect_reader
 
-log = logging.getLogger(__name__)
-
 DEFAULT_HISTORY = 100_000
-#: How late the lease-expiry thread may wake before it counts the delay as a stall of the process.
-STALL_GRACE = 1.0
 _CHUNK = 500  # keys per `IN (…)` lookup, well under SQLite's parameter limit
 
 _KV_COLUMNS = "key, value, create_rev, mod_rev, version, lease"
@@ -87,10 +82,6 @@ class SqliteStore(Store):
             raise
         self._lock = threading.Lock()
         self._read_lock = threading.Lock() if path is not None else self._lock
-        # Leases have their own lock: a keepalive never waits behind a write in progress (a node
-        # whose heartbeat queued behind a long commit would lose its lease). Order: _lock, then this.
-        self._lease_lock = threading.Lock()
-        self._lease_wakeup = threading.Condition(self._lease_lock)
         # Each watch with the revision it starts after (a watch may start in the future).
         self._watches: dict[QueueWatch, int] = {}
         meta = dict(self._conn.execute("SELECT name, value FROM meta"))
@@ -98,10 +89,7 @@ class SqliteStore(Store):
         self._rev: int = max(meta["revision"], newest)
         self._compacted: int = meta["compacted"]
         # Leases restart with their full TTL, as etcd does after a leader change.
-        now = time.monotonic()
-        self._leases: dict[int, tuple[float, float]] = {
-            lease: (ttl, now + ttl) for lease, ttl in self._conn.execute("SELECT id, ttl FROM leases")
-        }
+        self._leases = LeaseTable(self._conn.execute("SELECT id, ttl FROM leases"))
         self._closed = False
         self._group: GroupCommit[tuple[TxnOps, int | None], tuple[bool, int]] = GroupCommit(self._run_batch)
         self._expirer = threading.Thread(target=self._expire_leases, name="sqlite-leases", daemon=True)
@@ -294,19 +282,13 @@ class SqliteStore(Store):
             raise StoreError(f"lease TTL must be positive, got {ttl}")
         with self._open():
             lease = self._conn.execute("INSERT INTO leases (ttl) VALUES (?)", (float(ttl),)).lastrowid
-            with self._lease_lock:
-                self._leases[lease] = (ttl, time.monotonic() + ttl)
-                self._lease_wakeup.notify_all()
+            self._leases.grant(lease, ttl)
         return lease
 
     def lease_keepalive(self, lease: int) -> None:
-        with self._lease_lock:
-            if self._closed:
-                raise StoreError(f"store {self.url} is closed")
-            if lease not in self._leases:
-                raise LeaseNotFound(f"lease {lease} does not exist (expired or revoked)")
-            ttl = self._leases[lease][0]
-            self._leases[lease] = (ttl, time.monotonic() + ttl)
+        if self._closed:
+            raise StoreError(f"store {self.url} is closed")
+        self._leases.keepalive(lease)  # never waits for the write lock
 
     def lease_revoke(self, lease: int) -> None:
         with self._open():
@@ -322,51 +304,22 @@ class SqliteStore(Store):
         with self._transaction(f"dropping lease {lease} failed"):
             blob = self._write(rev, changes, [], [change[0] for change in changes]) if changes else None
             self._conn.execute("DELETE FROM leases WHERE id = ?", (lease,))
-        with self._lease_lock:
-            del self._leases[lease]
+        self._leases.remove(lease)
         if blob is not None:
             self._rev = rev
             self._publish(rev, blob)
 
     def _expire_leases(self) -> None:
-        while (due := self._leases_due()) is not None:
+        while (due := self._leases.wait_due()) is not None:
             with self._lock:  # keepalives may still come in meanwhile: each lease is checked again
                 if self._closed:
                     return
                 for lease in due:
-                    with self._lease_lock:
-                        entry = self._leases.get(lease)
-                    if entry is not None and entry[1] <= time.monotonic():
+                    if self._leases.expired(lease):
                         try:
                             self._drop_lease(lease)
                         except StoreError:
                             pass  # the commit failed and was rolled back; retry on the next pass
-
-    def _leases_due(self) -> list[int] | None:
-        """Wait until some lease is past its deadline; those leases (None once the store closes).
-
-        When this thread itself wakes up late, the whole process was stalled (GIL starvation, swap,
-        a suspended VM): keepalives could not be served either, so the clients get their full TTL
-        again from now, as etcd gives them after a leader change — rather than every node losing
-        its lease at once.
-        """
-        with self._lease_lock:
-            planned: float | None = None
-            while not self._closed:
-                now = time.monotonic()
-                if planned is not None and now - planned > STALL_GRACE:
-                    log.warning("sqlite store: lease expiry ran %.1f s late (the process stalled); "
-                                "every lease gets its TTL again", now - planned)
-                    self._leases = {lease: (ttl, now + ttl) for lease, (ttl, _) in self._leases.items()}
-                due = [lease for lease, (_ttl, deadline) in self._leases.items() if deadline <= now]
-                if due:
-                    return due
-                timeout = min(deadline for _ttl, deadline in self._leases.values()) - now + 0.001 \
-                    if self._leases else None
-                planned = now + timeout if timeout is not None else None
-                if self._lease_wakeup.wait(timeout):
-                    planned = None  # woken early (a new lease): not a stall
-            return None
 
     # -- maintenance -------------------------------------------------------------------------
 
@@ -399,8 +352,7 @@ class SqliteStore(Store):
             if self._closed:
                 return
             self._closed = True
-            with self._lease_lock:
-                self._lease_wakeup.notify_all()
+            self._leases.close()
             watches, self._watches = list(self._watches), {}
         self._expirer.join()
         for watch in watches:

@@ -93,7 +93,7 @@ def test_a_stall_of_the_whole_process_does_not_count_against_leases(url):
     with open_store(url) as store:
         lease = store.lease_grant(1)
         store.put("n/a", 1, lease=lease)
-        with store._lease_lock:  # nothing lease-related runs: neither keepalives nor expiry
+        with store._leases._lock:  # nothing lease-related runs: neither keepalives nor expiry
             time.sleep(2.5)
         time.sleep(0.2)
         assert store.get("n/a") is not None  # the deadline moved by the stall
