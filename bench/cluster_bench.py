@@ -206,9 +206,10 @@ def one_run(args: argparse.Namespace) -> dict:
             for spy in spies:
                 spy.send_signal(signal.SIGINT)
                 spy.wait()
-            text, scaled = services_text(args.instances, 1.5)
-            scale_up = converge(cluster, text, scaled, args.timeout, args.verbose)
-            figures["scale_up"] = {"instances": scaled, **scale_up}
+            if not args.no_scale_up:
+                text, scaled = services_text(args.instances, 1.5)
+                scale_up = converge(cluster, text, scaled, args.timeout, args.verbose)
+                figures["scale_up"] = {"instances": scaled, **scale_up}
             figures["idle"] = idle(cluster, args.idle)
             if args.kill:
                 figures["failure"] = fail_nodes(cluster, args.ttl, args.timeout)
@@ -242,7 +243,7 @@ def _median_of(runs: list[dict]) -> dict:
 def report(fig: dict, runs: int, ttl: float) -> str:
     size = (fig["nodes"], fig["instances"])
     target = CONVERGE_TARGETS.get(size)
-    c, s, i = fig["converge"], fig["scale_up"], fig["idle"]
+    c, s, i = fig["converge"], fig.get("scale_up"), fig["idle"]
 
     def row(what: str, value: str, goal: str, ok: bool | None) -> str:
         mark = "" if ok is None else ("met" if ok else "MISSED")
@@ -257,9 +258,9 @@ def report(fig: dict, runs: int, ttl: float) -> str:
                  f"{c['apply_call']:.2f}/{c['all_placed']:.2f} s", "—", None),
              row("  CPU used meanwhile: server+runner / agents",
                  f"{c['server_cpu_s']:.1f}/{c['agents_cpu_s']:.1f} s", "—", None),
-             row(f"scale-up +50% ({s['instances']} instances) → all running", f"{s['total']:.2f} s",
-                 "—", None),
-             row("  per instance p50 / p99", f"{s['p50']:.2f}/{s['p99']:.2f} s", "—", None),
+             *([row(f"scale-up +50% ({s['instances']} instances) → all running", f"{s['total']:.2f} s",
+                    "—", None),
+                row("  per instance p50 / p99", f"{s['p50']:.2f}/{s['p99']:.2f} s", "—", None)] if s else []),
              row("idle: store writes/s", f"{i['writes_per_s']:.1f}", f"≤ {IDLE_WRITES_TARGET:g}",
                  i["writes_per_s"] <= IDLE_WRITES_TARGET),
              row("idle: runner CPU", f"{i['runner_cpu'] * 100:.1f} %", "≤ 5 %",
@@ -289,6 +290,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--nodes-per-process", type=int, default=25,
                    help="sim nodes per agent process (each node: its own TLS channel and threads)")
     p.add_argument("--idle", type=float, default=10.0, help="seconds of idle measurement")
+    p.add_argument("--no-scale-up", action="store_true",
+                   help="skip the +50 %% phase (idle and node loss follow the first convergence)")
     p.add_argument("--timeout", type=float, default=600.0, help="per phase (seconds)")
     p.add_argument("--profile", metavar="PREFIX",
                    help="py-spy the server and one agent process during convergence (PREFIX.server.txt, …)")

@@ -17,7 +17,7 @@ BENCH = Path(__file__).resolve().parents[1] / "bench" / "cluster_bench.py"
 @reports_errors
 def benchmark(ctx: typer.Context) -> None:
     """Run the cluster benchmark. Options (passed through): --nodes N --instances N
-    --store sqlite|etcd --runs N --ttl S --kill K --tick S --idle S --timeout S --json --verbose
+    --store sqlite|etcd --runs N --ttl S --kill K --tick S --idle S --timeout S --no-scale-up --json --verbose
     --profile PREFIX --logs DIR (see bench/cluster_bench.py)."""
     from ccattler.engine.facts import CcaError
 
