@@ -66,7 +66,10 @@ class AgentLoop:
                 # of every service) change often and rarely matter here: they wait for the tick.
                 if self.state.synced and (urgent or time.monotonic() >= self._next_reconcile):
                     self._next_reconcile = time.monotonic() + self.tick
-                    self._reconcile_and_report()
+                    try:
+                        self._reconcile_and_report()
+                    except Exception:  # a bug must not stop the node: log it, try again next tick
+                        log.exception("reconcile failed; retrying in %g s", self.tick)
         finally:
             indexing.set()
             if self._tunnel is not None:

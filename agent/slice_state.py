@@ -13,32 +13,39 @@ from typing import Any
 class SliceFacts(dict):
     """key → document. Documents that come as JSON text (`raw`) are decoded when first read: every
     node receives every endpoint document but reads few of them, and decoding them all was ~40 % of
-    a simulated agent's CPU at 200 nodes. `get` and `[]` see both kinds; iteration sees decoded ones.
+    a simulated agent's CPU at 200 nodes. `get` and `[]` see both kinds; iteration sees only the
+    others. Reading never changes the dict itself (callers read while they iterate it).
     """
 
     def __init__(self) -> None:
         super().__init__()
         self.raw: dict[str, str] = {}
+        self._decoded: dict[str, Any] = {}
 
     def put(self, key: str, value: Any) -> None:
         self.raw.pop(key, None)
+        self._decoded.pop(key, None)
         self[key] = value
 
     def put_raw(self, key: str, text: str) -> None:
         super().pop(key, None)
+        self._decoded.pop(key, None)
         self.raw[key] = text
 
     def discard(self, key: str) -> None:
         self.raw.pop(key, None)
+        self._decoded.pop(key, None)
         super().pop(key, None)
 
     def clear(self) -> None:
         self.raw.clear()
+        self._decoded.clear()
         super().clear()
 
     def __missing__(self, key: str) -> Any:
-        value = self[key] = json.loads(self.raw.pop(key))  # KeyError when neither has it
-        return value
+        if key not in self._decoded:
+            self._decoded[key] = json.loads(self.raw[key])  # KeyError when neither has it
+        return self._decoded[key]
 
     def get(self, key: str, default: Any = None) -> Any:
         try:

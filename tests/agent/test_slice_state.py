@@ -37,3 +37,12 @@ def test_documents_sent_as_json_are_decoded_when_first_read() -> None:
     assert state.facts.get("derived/endpoint/t/db") == {"endpoints": [1]}  # the newer text wins
     state.apply({"kind": "delete", "key": "derived/endpoint/t/db", "value": None, "revision": 3})
     assert state.facts.get("derived/endpoint/t/db") is None and state.facts.get("missing", 7) == 7
+
+
+def test_reading_a_lazy_document_while_iterating_the_slice_is_safe() -> None:
+    state = SliceState()
+    state.apply({"kind": "put", "key": "derived/placement/t/db-1", "value": {"node": "n1"}, "revision": 1})
+    state.apply({"kind": "put", "key": "derived/endpoint/t/db", "value_json": '{"endpoints": []}',
+                 "revision": 2})
+    for _key, _value in state.facts.items():  # what desired_instances does
+        assert state.facts.get("derived/endpoint/t/db") == {"endpoints": []}
