@@ -8,7 +8,8 @@ rules.
 nodes it concerns (a thousand agents cost one store watch, and each gets only its own changes).
 When a placement moves, the old node gets deletes for it (and for the service spec it no longer
 needs); the new node gets the placement, the instance document and, the first time, the spec.
-A resumed watch that missed changes gets `resync` (the agent re-reads from revision 0). Knobs:
+A resumed watch that missed changes gets `resync` (the agent re-reads from revision 0); `summon`
+sends a `tunnel` event (the server wants a logs/exec session: the agent opens its tunnel). Knobs:
 `MAX_PENDING`, the backlog after which a slow subscriber is told to resync; `BATCH`, the most
 events sent in one message.
 """
