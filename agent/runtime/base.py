@@ -16,6 +16,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Literal
 
+from ccattler.agent.runtime import logfile
 from ccattler.engine.facts import CcaError
 
 if TYPE_CHECKING:
@@ -171,22 +172,32 @@ class Runtime(abc.ABC):
     def exec(self, name: str, argv: list[str], timeout: float = 30.0) -> ExecResult:
         """Run `argv` inside a running container and return its output."""
 
-    @abc.abstractmethod
     def logs(self, name: str, tail_bytes: int | None = None) -> bytes:
         """The container's combined stdout and stderr (the last `tail_bytes` if given)."""
+        return logfile.read(self.log_path(name), tail_bytes)
 
     def refresh_secrets(self, name: str, secrets: tuple[SecretFile, ...]) -> int:
         """Overwrite the container's secret files whose value changed (rotation); returns how many.
         `secrets` are the same names in the same order as at creation."""
         return 0
 
+    #: A runtime that keeps one folder per container, its `log` inside, names the parent here.
+    container_dirs: Path | None = None
+
     def log_path(self, name: str) -> Path:
         """The file the container's stdout and stderr append to (rotated to `<file>.1`)."""
-        raise ContainerError(f"the {self.kind} runtime keeps no container logs")
+        if self.container_dirs is None:
+            raise ContainerError(f"the {self.kind} runtime keeps no container logs")
+        folder = self.container_dirs / container_id(name)
+        if not folder.exists():
+            raise ContainerNotFound(f"container {name} does not exist")
+        return folder / "log"
 
     def log_paths(self) -> list[Path] | None:
         """Every container's log file (for the time index), or None when the runtime keeps none."""
-        return None
+        if self.container_dirs is None:
+            return None
+        return [folder / "log" for folder in self.container_dirs.iterdir()]
 
     def exec_process(self, name: str, argv: list[str], tty: bool = False,
                      size: tuple[int, int] | None = None) -> subprocess.Popen[bytes]:

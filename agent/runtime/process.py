@@ -58,7 +58,7 @@ class ProcessRuntime(Runtime):
 
     def __init__(self, state_dir: Path | str, max_log_bytes: int = logfile.DEFAULT_MAX_BYTES):
         self.max_log_bytes = max_log_bytes
-        self.dirs = Path(state_dir) / "processes"
+        self.dirs = self.container_dirs = Path(state_dir) / "processes"
         self.dirs.mkdir(parents=True, exist_ok=True)
         self._children: dict[str, subprocess.Popen[bytes]] = {}
         self.volumes: NodeVolumes = NodeVolumes(state_dir, enforce=False)  # no mounts: sizes are reported
@@ -198,18 +198,6 @@ class ProcessRuntime(Runtime):
                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         except OSError as exc:
             raise ContainerError(f"exec in {name}: {exc}") from None
-
-    def log_path(self, name: str) -> Path:
-        folder = self.dirs / container_id(name)
-        if not folder.exists():
-            raise ContainerNotFound(f"container {name} does not exist")
-        return folder / "log"
-
-    def logs(self, name: str, tail_bytes: int | None = None) -> bytes:
-        return logfile.read(self.log_path(name), tail_bytes)
-
-    def log_paths(self) -> list[Path]:
-        return [folder / "log" for folder in self.dirs.iterdir()]
 
     def prune(self) -> list[str]:
         """Rotate logs that grew past their limit (a process runtime leaves no other leftovers)."""

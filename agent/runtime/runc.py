@@ -101,7 +101,7 @@ class RuncRuntime(Runtime):
             raise ContainerError("the runc runtime needs root (use --runtime process for development)")
         if shutil.which(runc) is None:
             raise ContainerError(f"{runc} not found: install Debian's runc")
-        self.bundles = Path(state_dir) / "containers"
+        self.bundles = self.container_dirs = Path(state_dir) / "containers"
         self.bundles.mkdir(parents=True, exist_ok=True)
         self.images = images
         self.root = Path(runc_root)
@@ -273,18 +273,6 @@ class RuncRuntime(Runtime):
             pipe = subprocess.PIPE
             return subprocess.Popen(args, stdin=pipe, stdout=pipe, stderr=pipe)
         return _on_terminal(args, size)
-
-    def log_path(self, name: str) -> Path:
-        bundle = self.bundles / container_id(name)
-        if not bundle.exists():
-            raise ContainerNotFound(f"container {name} does not exist")
-        return bundle / "log"
-
-    def logs(self, name: str, tail_bytes: int | None = None) -> bytes:
-        return logfile.read(self.log_path(name), tail_bytes)
-
-    def log_paths(self) -> list[Path]:
-        return [bundle / "log" for bundle in self.bundles.iterdir()]
 
     def _volumes(self, spec: ContainerSpec) -> list[dict[str, Any]]:
         """Bind mounts of the spec's volume directories (made, or mounted again, by `volumes`)."""
