@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 
 from ccattler.dsl import Source
+from ccattler.engine.clientconfig import free_port_pair
 
 CCA = (sys.executable, "-m", "ccattler.cli.main")
 
@@ -35,20 +36,6 @@ def service(name: str, count: int) -> Source:
             '  command "mkdir -p /www && echo hi > /www/index.html && exec httpd -f -p 8080 -h /www"\n'
             '  resources { cpu 10m  memory 16Mi }\n}\n')
     return Source(f"{name}.cca", text)
-
-
-def free_port() -> int:
-    import socket
-
-    while True:
-        with socket.socket() as a, socket.socket() as b:
-            a.bind(("127.0.0.1", 0))
-            port = a.getsockname()[1]
-            try:
-                b.bind(("127.0.0.1", port + 1))
-            except OSError:
-                continue
-            return port
 
 
 def cca(env: dict, *args: str) -> str:
@@ -86,7 +73,7 @@ def bench_apply(containers: int, rounds: int) -> None:
         env = os.environ | {"CCA_HOME": str(home)}
         build_busybox(ImageStore(state))
         bridge, cidr = f"cb{random.randrange(16**4):04x}", f"10.{random.randrange(150, 200)}.0.0/16"
-        cca(env, "up", "--detach", "--server", f"127.0.0.1:{free_port()}", "--state-dir", str(state),
+        cca(env, "up", "--detach", "--server", f"127.0.0.1:{free_port_pair()}", "--state-dir", str(state),
             "--bridge", bridge, "--runc-root", str(state / "runc"), "--cluster-cidr", cidr,
             "--metrics", "off")
         times = []
@@ -122,7 +109,7 @@ def bench_failover(ttl: float, instances: int, rounds: int, runtime: str) -> Non
 def _failover_round(tmp: Path, ttl: float, instances: int, runtime: str) -> float:
     home = tmp / "home"
     env = os.environ | {"CCA_HOME": str(home)}
-    cca(env, "init", "--server", f"127.0.0.1:{free_port()}")
+    cca(env, "init", "--server", f"127.0.0.1:{free_port_pair()}")
     logs = open(tmp / "log", "ab")  # noqa: SIM115
     server = [*CCA, "server", "--store", f"sqlite://{tmp}/state.db", "--metrics", "off",
               "--cluster-cidr", f"10.{random.randrange(150, 200)}.0.0/16"]

@@ -35,6 +35,23 @@ def token_address(server: str) -> str:
     return f"{host}:{int(port) + 1}" if port.isdigit() else server
 
 
+def free_port_pair(host: str = "127.0.0.1") -> int:
+    """A port P with P and P+1 free on `host` (a server's mutual-TLS and bearer-token listeners);
+    for tests and benchmarks that start servers side by side."""
+    import socket
+
+    for _ in range(50):
+        with socket.socket() as a, socket.socket() as b:
+            a.bind((host, 0))
+            port = a.getsockname()[1]
+            try:
+                b.bind((host, port + 1))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("no free port pair")
+
+
 @dataclass(frozen=True, slots=True)
 class Context:
     """How to reach and authenticate to one cluster."""

@@ -4,7 +4,6 @@ on free loopback ports (SQLite store, or etcd via the store engineer's launcher)
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -14,23 +13,9 @@ import pytest
 from typer.testing import CliRunner
 
 from ccattler.cli.main import app
+from ccattler.engine.clientconfig import free_port_pair
 
 CCA = str(Path(sys.executable).parent / "cca")
-
-
-def free_port_pair() -> int:
-    """A port P with P and P+1 free (the mutual-TLS and bearer-token listeners)."""
-    for _ in range(50):
-        with socket.socket() as a:
-            a.bind(("127.0.0.1", 0))
-            port = a.getsockname()[1]
-            with socket.socket() as b:
-                try:
-                    b.bind(("127.0.0.1", port + 1))
-                except OSError:
-                    continue
-        return port
-    raise RuntimeError("no free port pair")
 
 
 class CliCluster:

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from ccattler.engine.clientconfig import free_port_pair
+
 CCA = (sys.executable, "-m", "ccattler.cli.main")
 
 
@@ -21,22 +23,6 @@ def require_root() -> None:
     if os.geteuid() != 0:
         pytest.fail("the end-to-end tests run real containers (runc, network namespaces, nftables): run "
                     "them as root (or deselect them with -m 'not e2e')", pytrace=False)
-
-
-def free_port_pair() -> int:
-    """A port P with P and P+1 free (the mutual-TLS and bearer-token listeners)."""
-    import socket
-
-    for _ in range(50):
-        with socket.socket() as a, socket.socket() as b:
-            a.bind(("127.0.0.1", 0))
-            port = a.getsockname()[1]
-            try:
-                b.bind(("127.0.0.1", port + 1))
-            except OSError:
-                continue
-            return port
-    raise RuntimeError("no free port pair")
 
 
 def wait_for(predicate: Callable[[], object], what: str, timeout: float = 30.0) -> object:
