@@ -84,6 +84,21 @@ def timed_reconcile(
     return elapsed, dict(changes.puts), controller.last_plan, time.process_time() - cpu
 
 
+def spread_skewed(values: dict) -> str:
+    """'k/n': k of the n zone-spread services (no other constraint) end with zone skew > 1."""
+    zone = {k.rsplit("/", 1)[1]: v["zone"] for k, v in values.items() if k.startswith("observed/node/")}
+    spread = {f"{v['tenant']}/{v['name']}" for k, v in values.items()
+              if k.startswith("desired/service/") and v["placement"]["zone_spread"]}
+    counts = {s: dict.fromkeys(ZONES, 0) for s in spread}
+    for key, doc in values.items():
+        if key.startswith("derived/instance/") and doc["service"] in counts:
+            where = values.get(f"derived/placement/{key.split('/')[2]}/{doc['name']}") or {}
+            if where.get("node"):
+                counts[doc["service"]][zone[where["node"]]] += 1
+    bad = sum(1 for c in counts.values() if max(c.values()) - min(c.values()) > 1)
+    return f"{bad}/{len(counts)}"
+
+
 def scenario(name: str) -> dict:
     rng = random.Random(7)
     controller = None
@@ -103,10 +118,11 @@ def scenario(name: str) -> dict:
         raise SystemExit(f"unknown scenario {name!r}")
     seconds, puts, result, cpu = timed_reconcile(values, 3, controller)
     placed = sum(1 for v in puts.values() if v["node"] is not None)
+    skewed = spread_skewed({**values, **puts})
     return {
         "scenario": name, "seconds": round(seconds, 3), "cpu": round(cpu, 3), "placed": placed,
         "unplaced": sum(1 for v in puts.values() if v["node"] is None),
-        "rounds": result.rounds, "proven": result.exhausted,
+        "rounds": result.rounds, "proven": result.exhausted, "spread_skewed": skewed,
         "ground_s": round(result.ground_seconds, 3), "solve_s": round(result.solve_seconds, 3),
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024,
     }
@@ -134,7 +150,8 @@ def main() -> None:
         print(f"{name:11} median {median:6.3f} s (cpu {cpu:.3f} s)  runs {[r['seconds'] for r in runs]}  "
               f"peak RSS {rss} MB  "
               f"placed {last['placed']} unplaced {last['unplaced']} rounds {last['rounds']} "
-              f"ground {last['ground_s']} s solve {last['solve_s']} s proven {last['proven']}")
+              f"ground {last['ground_s']} s solve {last['solve_s']} s proven {last['proven']} "
+              f"spread skew>1 {last['spread_skewed']}")
 
 
 if __name__ == "__main__":

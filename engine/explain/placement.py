@@ -23,6 +23,7 @@ from ccattler.engine.solve.decode import decode
 from ccattler.engine.solve.placement.facts import node_classes, node_facts, work_facts
 from ccattler.engine.solve.placement.model import Cluster
 from ccattler.engine.solve.placement.run import PROGRAM, Cost, PlanOptions, explain_units
+from ccattler.engine.solve.placement.spread import ZoneShort, zone_quotas
 from ccattler.engine.solve.program import load_program
 from ccattler.engine.solve.solver import Session
 from ccattler.engine.solve.symbols import atom
@@ -55,6 +56,17 @@ class Explanation:
     filtered: tuple[dict[str, Any], ...]  # summarized reasons of the other nodes
     unplaced: int
     blockers: tuple[str, ...] = ()
+    #: zone spread units: replicas per eligible zone, and the zones short of room (skew > 1)
+    zones: tuple[tuple[str, int], ...] = ()
+    short: tuple[ZoneShort, ...] = ()
+
+    def spread_lines(self) -> list[str]:
+        if not self.zones:
+            return []
+        out = ["zone spread: " + ", ".join(f"{z} {n}" for z, n in self.zones)]
+        out += [f"zone {s.zone} lacks room: {s.has} replica(s) against {s.top}, its eligible nodes fit "
+                f"{s.room} more (cpu or memory)" for s in self.short]
+        return out
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -65,6 +77,9 @@ class Explanation:
                           "args": r["args"], "nodes": r["nodes"]} for r in self.filtered],
             "unplaced": self.unplaced,
             "blocked_by": list(self.blockers),
+            "zones": dict(self.zones),
+            "zones_short": [{"zone": s.zone, "replicas": s.has, "fullest": s.top, "room": s.room}
+                            for s in self.short],
         }
 
     def __rich__(self) -> Group:
@@ -77,6 +92,7 @@ class Explanation:
                 terms = ", ".join(f"{k} {v:+d}" for k, v in c.terms) or "-"
                 table.add_row(c.node, str(c.replicas), str(c.total), terms)
             parts += [table]
+        parts += [Text(line, style="bold" if i == 0 else "red") for i, line in enumerate(self.spread_lines())]
         if self.filtered:
             parts += [Text("other nodes:", style="bold")]
             parts += [Text(f"  * {render(r)}") for r in self.filtered]
@@ -91,6 +107,7 @@ class Explanation:
         for c in self.chosen:
             terms = ", ".join(f"{k} {v:+d}" for k, v in c.terms) or "no cost"
             out.append(f"  {c.node}: {c.replicas} replica(s), score {c.total} ({terms})")
+        out.extend(f"  {line}" for line in self.spread_lines())
         if self.filtered:
             out.append("  other nodes:")
             out.extend(f"    {render(r)}" for r in self.filtered)
@@ -139,7 +156,42 @@ def explain(snapshot: Snapshot, target: str, options: PlanOptions | None = None)
     if unplaced:
         blockers = blocking_facts(cluster, members, unit, placed_all, used_all, options)
     name = display_name(*service.split("/", 1))
-    return Explanation(name, unit, chosen, tuple(summarize(others)), unplaced, blockers)
+    zones, short = _spread(cluster, unit, placed_on, reasons, used_all, unplaced)
+    return Explanation(name, unit, chosen, tuple(summarize(others)), unplaced, blockers, zones, short)
+
+
+#: reason codes of the static filter and readiness: such a node is not eligible at all
+_INELIGIBLE = {"missing_label", "restricted", "wrong_zone", "wrong_architecture", "node_not_ready"}
+
+
+def _spread(cluster: Cluster, unit, placed_on, reasons, used, unplaced):
+    """Replicas per eligible zone of a spread unit and, by the arithmetic of spread.py, the zones
+    that stay below the balanced share because their eligible nodes lack room."""
+    services = [s for s in cluster.services.values() if s.unit == unit]
+    if not any(s.spread for s in services):
+        return (), ()
+    cpu, mem = sum(s.cpu for s in services), sum(s.mem for s in services)
+    out = {r.target for r in reasons if str(r.code) in _INELIGIBLE}
+    room: dict[str, int] = defaultdict(int)
+    for name, node in cluster.nodes.items():
+        if node.zone is None or name in out:
+            continue
+        used_cpu, used_mem = used.get(name, (0, 0))
+        fit = unplaced + 1
+        if cpu:
+            fit = min(fit, (node.cpu - used_cpu) // cpu)
+        if mem:
+            fit = min(fit, (node.mem - used_mem) // mem)
+        room[node.zone] += max(fit, 0)
+    counts: Counter[str] = Counter()
+    for name, count in placed_on.items():
+        if cluster.nodes.get(name) and cluster.nodes[name].zone is not None:
+            counts[cluster.nodes[name].zone] += count
+    zones = tuple((z, counts.get(z, 0)) for z in sorted(set(room) | set(counts)))
+    if unplaced:  # where the pending replicas would go
+        return zones, zone_quotas(unplaced, counts, room)[1]
+    top = max((n for _, n in zones), default=0)
+    return zones, tuple(ZoneShort(z, n, top, room.get(z, 0)) for z, n in zones if n < top - 1)
 
 
 def _usage(cluster: Cluster, members, leave_out) -> tuple[dict, dict]:

@@ -71,8 +71,14 @@ def choose(
     needs: Mapping[str, UnitNeed],
     used: Mapping[str, tuple[int, int]],
     policy: CandidatePolicy = CandidatePolicy(),
+    quotas: Mapping[str, Mapping[str, int]] | None = None,
+    avoid: Mapping[str, set[str]] | None = None,
 ) -> dict[str, list[str]]:
-    """unit → its candidate nodes, deterministic for the same inputs."""
+    """unit → its candidate nodes, deterministic for the same inputs. A spread unit with `quotas`
+    (zone → new replicas) takes nodes only in zones with a quota, enough for it in each; nodes in
+    `avoid[unit]` (they run a service it is separated from) are left out while others have room."""
+    quotas = quotas or {}
+    avoid = avoid or {}
     chosen = {}
     for unit in sorted(pending):
         reps = allowed.get(unit, set())
@@ -92,10 +98,15 @@ def choose(
             scan = sorted((n for n in order if classes[n] in reps), key=lambda n: weight[classes[n]])
         else:
             scan = rotated
+        quota = quotas.get(unit)
+        shunned = avoid.get(unit, set())
         by_zone: dict[object, list[tuple[str, int]]] = defaultdict(list)
+        kept: dict[object, list[tuple[str, int]]] = defaultdict(list)
         total = count = 0
         for name in scan:
             if classes[name] not in reps:
+                continue
+            if quota is not None and not quota.get(cluster.nodes[name].zone):
                 continue
             node = cluster.nodes[name]
             cpu, mem = used.get(name, (0, 0))
@@ -106,13 +117,39 @@ def choose(
                 room = min(room, (node.mem - mem) // need.mem)
             if room <= 0:
                 continue
+            if name in shunned:
+                kept[node.zone if need.spread else None].append((name, room))
+                continue
             by_zone[node.zone if need.spread else None].append((name, room))
             total += room
             count += 1
             if not need.spread and count >= policy.min_count and total >= policy.headroom * want:
                 break
-        chosen[unit] = _take(by_zone, want, policy) if need.spread else [n for n, _ in by_zone[None]]
+        if kept and sum(r for z in by_zone.values() for _, r in z) < want:
+            for zone, rest in kept.items():  # not enough room elsewhere: separation yields
+                by_zone[zone].extend(rest)
+        if quota is not None:
+            chosen[unit] = _take_quota(by_zone, quota, policy)
+        elif need.spread:
+            chosen[unit] = _take(by_zone, want, policy)
+        else:
+            chosen[unit] = [n for n, _ in by_zone[None]]
     return chosen
+
+
+def _take_quota(by_zone: Mapping[object, list[tuple[str, int]]], quota: Mapping[str, int],
+                policy: CandidatePolicy) -> list[str]:
+    """In each zone with a quota, nodes in scan order until they hold `headroom` × its quota."""
+    taken = []
+    per_zone = max(1, policy.min_count // max(1, len(quota)))
+    for zone in sorted(quota):
+        total = 0
+        for count, (name, room) in enumerate(by_zone.get(zone, ())):
+            if count >= per_zone and total >= policy.headroom * quota[zone]:
+                break
+            taken.append(name)
+            total += room
+    return taken
 
 
 def _take(by_zone: Mapping[object, list[tuple[str, int]]], want: int, policy: CandidatePolicy) -> list[str]:

@@ -23,6 +23,7 @@ from ccattler.engine.solve.decode import Reject, decode
 from ccattler.engine.solve.placement.candidates import CandidatePolicy, choose, free_order, unit_needs
 from ccattler.engine.solve.placement.facts import node_classes, node_facts, work_facts
 from ccattler.engine.solve.placement.model import Cluster, Instance
+from ccattler.engine.solve.placement.spread import ZoneShort, zone_quotas
 from ccattler.engine.solve.program import load_program
 from ccattler.engine.solve.solver import Session, SolveOptions
 from ccattler.engine.solve.symbols import Const, atom, to_python
@@ -87,6 +88,8 @@ class Plan:
     exhausted: bool = True
     ground_seconds: float = 0.0
     solve_seconds: float = 0.0
+    #: spread unit → the zones that ended below the balanced share for lack of room
+    spread_short: dict[str, tuple[ZoneShort, ...]] = field(default_factory=dict)
 
 
 def _replica_order(inst: Instance) -> tuple[bool, int, str]:
@@ -133,6 +136,7 @@ class _State:
     exhausted: bool = True
     ground_seconds: float = 0.0
     solve_seconds: float = 0.0
+    spread_short: dict[str, tuple[ZoneShort, ...]] = field(default_factory=dict)
 
 
 def _initial_state(slots: Mapping[str, list[Slot]]) -> _State:
@@ -200,7 +204,8 @@ def plan(cluster: Cluster, options: PlanOptions | None = None) -> Plan:
     }
     reasons = explain_units(cluster, members, remaining, state.placed, state.used, options)
     return Plan(placements, unplaced, reasons, tuple(state.costs), state.scores, members, state.rounds,
-                state.exhausted, state.ground_seconds, state.solve_seconds)
+                state.exhausted, state.ground_seconds, state.solve_seconds,
+                {u: z for u, z in state.spread_short.items() if z})
 
 
 def _round(cluster, members, program, classes, nodes, needs, todo: dict[str, int], state: _State,
@@ -220,11 +225,15 @@ def _round(cluster, members, program, classes, nodes, needs, todo: dict[str, int
     for sym in session.facts("class_ok", 2):
         unit, rep = sym.arguments  # each .arguments call crosses into clingo: once per atom
         allowed[unit.string].add(rep.string)
+    quotas = _spread_quotas(cluster, classes, allowed, todo, needs, usage, state)
+    avoid = _separate_avoid(cluster, members, todo, state.placed)
     chosen = choose(cluster, free_order(cluster, usage), classes, allowed, todo, needs, usage,
-                    options.candidates)
+                    options.candidates, quotas, avoid)
     if not any(chosen.values()):
         return False
     session.add_facts(atom("candidate", u, n) for u in sorted(chosen) for n in chosen[u])
+    session.add_facts(atom("zone_quota", u, z, q)
+                      for u in sorted(quotas) for z, q in sorted(quotas[u].items()))
     session.ground([("place", ())])
     result = session.solve()
     state.ground_seconds += session.ground_seconds
@@ -243,6 +252,54 @@ def _round(cluster, members, program, classes, nodes, needs, todo: dict[str, int
     if options.keep_costs:
         state.costs.extend(decode(cost_atoms, Cost))
     return progress > 0
+
+
+def _spread_quotas(cluster, classes, allowed, todo, needs, usage, state: _State) -> dict[str, dict[str, int]]:
+    """Spread unit → new replicas per eligible zone this round (see spread.py); the zones short of
+    room are kept in `state.spread_short` for explain."""
+    quotas = {}
+    for unit in sorted(todo):
+        need = needs[unit]
+        if not need.spread:
+            continue
+        room: dict[str, int] = defaultdict(int)
+        reps = allowed.get(unit, set())
+        for name, node in cluster.nodes.items():
+            if node.zone is None or node.condition != "ready" or classes[name] not in reps:
+                continue
+            cpu, mem = usage.get(name, (0, 0))
+            fit = todo[unit]
+            if need.cpu:
+                fit = min(fit, (node.cpu - cpu) // need.cpu)
+            if need.mem:
+                fit = min(fit, (node.mem - mem) // need.mem)
+            room[node.zone] += max(fit, 0)
+        placed: dict[str, int] = defaultdict(int)
+        for (u, name), count in state.placed.items():
+            zone = cluster.nodes[name].zone if u == unit and name in cluster.nodes else None
+            if zone is not None and count > 0:
+                placed[zone] += count
+        if not room and not placed:
+            continue
+        quotas[unit], short = zone_quotas(todo[unit], placed, room)
+        state.spread_short[unit] = short
+    return quotas
+
+
+def _separate_avoid(cluster, members, todo, placed) -> dict[str, set[str]]:
+    """unit → the nodes already running a service it is separated from (kept out of its candidates
+    while enough other nodes have room)."""
+    runs: dict[str, set[str]] = defaultdict(set)
+    for (unit, name), count in placed.items():
+        if count > 0:
+            runs[unit].add(name)
+    avoid: dict[str, set[str]] = {}
+    for unit in todo:
+        targets = {t for s in members[unit] for t in cluster.services[s].separate if t in cluster.services}
+        nodes = set().union(*(runs.get(cluster.services[t].unit, set()) for t in targets))
+        if nodes:
+            avoid[unit] = nodes
+    return avoid
 
 
 def _add_scores(scores: dict[tuple[str, str], int], cost_atoms: list) -> None:
