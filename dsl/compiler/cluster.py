@@ -9,6 +9,7 @@ from ccattler.dsl import quantities as q
 from ccattler.dsl.ast import ListValue, Node, Scalar
 from ccattler.dsl.compiler.context import Unit
 from ccattler.dsl.errors import did_you_mean
+from ccattler.engine.facts import InvalidKey, parse_service
 
 _KINDS = ("service", "secret", "policy", "node", "network", "tenant", "role", "audit")
 _VERBS = ("read", "create", "update", "delete")
@@ -68,15 +69,24 @@ def _capability(u: Unit, scalar: Scalar) -> str | None:
     return None
 
 
+def _scope(u: Unit, scalar: Scalar) -> str | None:
+    """A role scope is a tenant or a path inside it (`payments`, `team/payments`): each segment
+    a valid name; admission matches it against an object's `tenant/name` by path prefix."""
+    try:
+        for segment in scalar.value.split("/"):
+            parse_service(segment)
+    except InvalidKey as exc:
+        u.error(scalar.span, "bad-name", f"scope {scalar.value!r}: {exc}",
+                "a scope is a tenant or a path inside it, e.g. payments or team/payments")
+        return None
+    return scalar.value
+
+
 def compile_role(u: Unit, block: Node) -> dict:
     allow = [c for c in (_capability(u, n.values[0]) for n in block.fields("allow")) if c]
     if not block.fields("allow"):
         u.error(block.name.span, "missing-field", f'role "{block.name.value}" needs at least one allow')
-    scopes = []
-    for scope in block.fields("scope"):
-        name = u.split_name(scope.values[0], namespaced=False)
-        if name:
-            scopes.append(name[1])
+    scopes = [s for s in (_scope(u, f.values[0]) for f in block.fields("scope")) if s]
     return {"allow": sorted(set(allow)), "scopes": sorted(set(scopes))}
 
 

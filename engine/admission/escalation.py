@@ -2,7 +2,7 @@
 
 Creating or updating a role, a grant or an auth group confers capabilities (in the role's scopes,
 or everywhere); the subject must already hold each of them there (as Kubernetes RBAC's
-escalation check). Emits `confers(RequestName, Kind, Verb, Scope)`; Scope is a tenant or `all`.
+escalation check). Emits `confers(RequestName, Kind, Verb, Scope)`; Scope is a scope path (a tenant or a path inside it) or `all`.
 """
 
 from __future__ import annotations
@@ -53,3 +53,13 @@ def add_conferred(facts: Facts, requests: Iterable[Request], after: Mapping[str,
     for request in requests:
         for kind, verb, scope in sorted(set(_conferred(request, after)), key=str):
             facts.add("confers", request.name, Const(kind), Const(verb), scope)
+            add_scope_path(facts, scope)
+
+
+def add_scope_path(facts: Facts, scope: object) -> None:
+    """`scope_path(Scope, Prefix)` for each path prefix of a conferred scope string ("team",
+    "team/payments" for "team/payments"): a role scoped to a prefix holds it."""
+    if isinstance(scope, str):
+        parts = scope.split("/")
+        for end in range(1, len(parts) + 1):
+            facts.add("scope_path", scope, "/".join(parts[:end]))

@@ -53,6 +53,7 @@ def sample_facts() -> Facts:
     add_quota(facts, ["shop"], docs, docs)
     facts.add("image_digest", "shop/web", "sha256:0")
     facts.add("confers", "dev", Const("service"), Const("update"), "shop")
+    facts.add("scope_path", "shop", "shop")
     return facts
 
 

@@ -120,7 +120,7 @@ def _quota_exceeded(reject: Reject, request: Request | None, context: Context) -
 
 def _escalation(reject: Reject, request: Request | None, context: Context) -> tuple[str, str]:
     kind, verb, scope = (render_value(a) for a in reject.arguments)
-    where = "in every tenant" if scope == "all" else f"in tenant {scope}"
+    where = "in every tenant" if scope == "all" else f"in {'scope' if '/' in scope else 'tenant'} {scope}"
     holder = render_value(context.subject.get("name", ("?",))[0])
     return f"{kind}.{verb}", f"this would confer {kind}.{verb} {where}, which {holder} does not hold there"
 

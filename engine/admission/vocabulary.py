@@ -32,6 +32,7 @@ VOCABULARY: tuple[tuple[str, int], ...] = (
     ("role_allow", 3), ("role_scope", 2), ("grant", 3), ("group_member", 2),
     ("policy_allow", 3), ("policy_cond", 5), ("policy_operand_attr", 4), ("policy_operand_value", 3),
     ("tenant_quota", 3), ("tenant_service", 6), ("tenant_volume", 4), ("confers", 4),
+    ("scope_path", 2),
 )
 
 _OPS = {"==": "eq", "!=": "neq", "in": "in", "not_in": "not_in"}
@@ -116,6 +117,9 @@ def object_attributes(ref: ObjectRef, doc: Mapping[str, Any]) -> Iterator[tuple[
     tenant = ref.tenant if ref.tenant is not None else (ref.name if ref.kind == "tenant" else None)
     if tenant is not None:
         yield "tenant", tenant
+        yield "path", tenant  # every path prefix of the object, for role scopes
+        if ref.tenant is not None and ref.name != "*":
+            yield "path", f"{tenant}/{ref.name}"
     tags = doc.get("tags") or {}
     owner = doc.get("owner")
     if owner:

@@ -131,3 +131,11 @@ def test_names_resolve_to_objects_the_cluster_holds():
     assert [s["name"] for s in secrets] == ["default/db", "payments/gone"]
     assert [(d.code, d.severity, d.column) for d in found] == [("undeclared", "error", 85)]
     assert "declared neither in the files given nor in the cluster" in found[0].message
+
+
+def test_role_scopes_are_paths():
+    ok = [Source("r.cca", "role developer { allow workload.read  scope team/payments  scope shop }", None)]
+    assert lint_sources(ok, strict=True) == []
+    bad = [Source("r.cca", "role developer { allow workload.read  scope team//Pay }", None)]
+    (found,) = lint_sources(bad)
+    assert found.code == "bad-name" and "team//Pay" in found.message

@@ -103,6 +103,18 @@ def test_scoped_role_applies_in_its_tenants_only(store):
     assert not authorize(store, bob, "node.read", "n1").allowed
 
 
+def test_a_scope_is_a_path_matched_by_prefix(store):
+    """`scope team/payments`: the object team/payments (and, were names paths, what lies under
+    it); not the rest of tenant team, not a tenant-wide request on team."""
+    seed(store, role("developer", "service.read", scopes=("team/payments",)),
+         grant("developer", "user", "bob"), service("team/payments"), service("team/search"))
+    bob = Principal("bob", "user")
+    assert authorize(store, bob, "service.read", "team/payments").allowed
+    assert not authorize(store, bob, "service.read", "team/search").allowed
+    assert not authorize(store, bob, "service.read", "team/*").allowed
+    assert not authorize(store, bob, "service.read", "payments/payments").allowed
+
+
 def test_auth_group_membership_grants_roles(store):
     seed(store, role("viewer", "service.read"), grant("viewer", "group", "readers"),
          ("desired/group/default/readers", {"kind": "group", "tenant": "default", "name": "readers",
@@ -164,6 +176,10 @@ CAROL = Principal("carol", "user")
         pytest.param([role("r", "role.create", source="c.cca")], None, id="held-capability"),
         pytest.param([role("r", "service.update", scopes=("payments",), source="c.cca")], None,
                      id="held-in-scope"),
+        pytest.param([role("r", "service.update", scopes=("payments/checkout",), source="c.cca")], None,
+                     id="held-in-path-under-scope"),
+        pytest.param([role("r", "service.update", scopes=("pay",), source="c.cca")], "service.update",
+                     id="prefix-is-by-segment"),
         pytest.param([role("r", "service.update", source="c.cca")], "service.update", id="wider-scope"),
         pytest.param([grant("root", "user", "carol", source="c.cca")], "cluster.admin", id="grant-admin"),
         pytest.param([role("role-admin", "role.create", "cluster.admin", source="c.cca")], "cluster.admin",
