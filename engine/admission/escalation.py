@@ -2,7 +2,8 @@
 
 Creating or updating a role, a grant or an auth group confers capabilities (in the role's scopes,
 or everywhere); the subject must already hold each of them there (as Kubernetes RBAC's
-escalation check). Emits `confers(RequestName, Kind, Verb, Scope)`; Scope is a scope path (a tenant or a path inside it) or `all`.
+escalation check). Emits `confers(RequestName, Kind, Verb, Scope)`; Scope is a scope path (a
+tenant or a path inside it) or `all`.
 """
 
 from __future__ import annotations
