@@ -7,6 +7,7 @@ the knob is `PlanOptions` (solver budget, operator extension directories).
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 from typing import Any
@@ -18,15 +19,15 @@ from rich.text import Text
 from ccattler.engine.controllers.base import Snapshot
 from ccattler.engine.explain.core import blocking_facts
 from ccattler.engine.explain.reasons import describe, render, summarize
-from ccattler.engine.facts import CcaError, display_name, parse_service
-from ccattler.engine.solve.decode import decode
+from ccattler.engine.facts import CcaError, display_name, parse_service, placement_key
+from ccattler.engine.solve.decode import Reject, decode
 from ccattler.engine.solve.placement.facts import node_classes, node_facts, work_facts
 from ccattler.engine.solve.placement.model import Cluster
-from ccattler.engine.solve.placement.run import PROGRAM, Cost, PlanOptions, explain_units
+from ccattler.engine.solve.placement.run import PROGRAM, Cost, PlanOptions, explain_units, plan
 from ccattler.engine.solve.placement.spread import ZoneShort, zone_quotas
 from ccattler.engine.solve.program import load_program
 from ccattler.engine.solve.solver import Session
-from ccattler.engine.solve.symbols import atom
+from ccattler.engine.solve.symbols import Const, atom
 
 
 class UnknownTarget(CcaError):
@@ -59,6 +60,29 @@ class Explanation:
     #: zone spread units: replicas per eligible zone, and the zones short of room (skew > 1)
     zones: tuple[tuple[str, int], ...] = ()
     short: tuple[ZoneShort, ...] = ()
+    #: placed replicas: (node, revision, score) as recorded when they were placed
+    placed_at: tuple[tuple[str, int | None, int | None], ...] = ()
+    #: where the placed replicas would go if placed again now (same terms as `chosen`)
+    now: tuple[NodeScore, ...] = ()
+
+    def history_lines(self) -> list[str]:
+        """Already-placed replicas do not move: when they were placed, and where they would go now."""
+        if not self.placed_at:
+            return []
+        out = [f"{node}: placed at revision {rev if rev is not None else '?'} with score "
+               f"{score if score is not None else '?'}" for node, rev, score in self.placed_at]
+        here = {(c.node, c.replicas) for c in self.chosen}
+        if not self.now:
+            out.append("if re-placed now: nowhere (it would not fit)")
+        elif {(c.node, c.replicas) for c in self.now} == here:
+            out.append("if re-placed now: the same nodes")
+        else:
+            out.append("if re-placed now: " + "; ".join(
+                f"{c.node} x{c.replicas} (score {c.total}: "
+                f"{', '.join(f'{k} {v:+d}' for k, v in c.terms) or 'no cost'})" for c in self.now)
+                + f" (total {sum(c.total for c in self.now)} against "
+                  f"{sum(c.total for c in self.chosen)} where they run)")
+        return out
 
     def spread_lines(self) -> list[str]:
         if not self.zones:
@@ -77,6 +101,9 @@ class Explanation:
                           "args": r["args"], "nodes": r["nodes"]} for r in self.filtered],
             "unplaced": self.unplaced,
             "blocked_by": list(self.blockers),
+            "placed_at": [{"node": n, "revision": r, "score": sc} for n, r, sc in self.placed_at],
+            "now": [{"node": c.node, "replicas": c.replicas, "score": c.total,
+                     "terms": [{"criterion": k, "cost": v} for k, v in c.terms]} for c in self.now],
             "zones": dict(self.zones),
             "zones_short": [{"zone": s.zone, "replicas": s.has, "fullest": s.top, "room": s.room}
                             for s in self.short],
@@ -92,6 +119,7 @@ class Explanation:
                 terms = ", ".join(f"{k} {v:+d}" for k, v in c.terms) or "-"
                 table.add_row(c.node, str(c.replicas), str(c.total), terms)
             parts += [table]
+        parts += [Text(line) for line in self.history_lines()]
         parts += [Text(line, style="bold" if i == 0 else "red") for i, line in enumerate(self.spread_lines())]
         if self.filtered:
             parts += [Text("other nodes:", style="bold")]
@@ -107,6 +135,7 @@ class Explanation:
         for c in self.chosen:
             terms = ", ".join(f"{k} {v:+d}" for k, v in c.terms) or "no cost"
             out.append(f"  {c.node}: {c.replicas} replica(s), score {c.total} ({terms})")
+        out.extend(f"  {line}" for line in self.history_lines())
         out.extend(f"  {line}" for line in self.spread_lines())
         if self.filtered:
             out.append("  other nodes:")
@@ -151,13 +180,45 @@ def explain(snapshot: Snapshot, target: str, options: PlanOptions | None = None)
     chosen = _scores(cluster, members, unit, placed_on, placed, used, options)
     reasons = explain_units(cluster, members, [unit], placed_all, used_all, options).get(unit, ())
     others = [r for r in reasons if r.target not in placed_on]
+    placed_at, now = (), ()
+    if placed_on:
+        placed_at = _placed_at(cluster, service)
+        now = _scores(cluster, members, unit, _replaced(cluster, service, mine_keys, options), placed, used,
+                      options)
+        if not any(i.node is None for i in mine):  # nothing pending: nodes were not passed over now
+            others = [Reject(r.subject, r.target, Const("placed_earlier"), r.args)
+                      if str(r.code) == "not_chosen" else r for r in others]
     unplaced = sum(1 for i in mine if i.node is None and i.service == service)
     blockers: tuple[str, ...] = ()
     if unplaced:
         blockers = blocking_facts(cluster, members, unit, placed_all, used_all, options)
     name = display_name(*service.split("/", 1))
     zones, short = _spread(cluster, unit, placed_on, reasons, used_all, unplaced)
-    return Explanation(name, unit, chosen, tuple(summarize(others)), unplaced, blockers, zones, short)
+    return Explanation(name, unit, chosen, tuple(summarize(others)), unplaced, blockers, zones, short,
+                       placed_at, now)
+
+
+def _placed_at(cluster: Cluster, service: str) -> tuple[tuple[str, int | None, int | None], ...]:
+    """(node, revision, score) of the placement documents of `service`'s placed replicas."""
+    seen: dict[tuple[str, object, object], None] = {}
+    for inst in cluster.instances:
+        if inst.service != service or inst.node is None:
+            continue
+        doc = cluster.existing.get(placement_key(inst.tenant, inst.name))
+        doc = doc if isinstance(doc, dict) else {}
+        seen[inst.node, doc.get("revision"), doc.get("score")] = None
+    return tuple(sorted(seen, key=lambda t: (t[0], str(t[1]), str(t[2]))))
+
+
+def _replaced(cluster: Cluster, service: str, mine: set[str], options: PlanOptions) -> Counter[str]:
+    """Where `service`'s replicas would go if its unit were placed again now, everything else kept
+    where it runs (other pending instances left aside): node → replicas."""
+    instances = [dataclasses.replace(i, node=None) if i.key in mine else i
+                 for i in cluster.instances if i.key in mine or i.node is not None]
+    again = plan(Cluster(cluster.nodes, cluster.services, instances, cluster.revision, cluster.existing),
+                 options)
+    return Counter(node for i in instances if i.service == service
+                   for node in (again.placements.get(i.key),) if node is not None)
 
 
 #: reason codes of the static filter and readiness: such a node is not eligible at all

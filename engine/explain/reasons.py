@@ -49,6 +49,7 @@ _FORMATTERS: dict[str, Callable[[Sequence[object]], str]] = {
     "separate_from": lambda a: f"has room, but runs {_service(_pair(a, 0))} (separate)",
     "colocate_with": lambda a: f"has room, but does not run {_service(_pair(a, 0))} (colocate)",
     "not_chosen": lambda a: "has room; other nodes scored better (spread, balance or solver budget)",
+    "placed_earlier": lambda a: "has room; the replicas were placed earlier and stay (see: if re-placed now)",
     "no_nodes": lambda a: "the cluster has no nodes",
 }
 

@@ -117,6 +117,20 @@ def test_explain_chosen_nodes_and_filtered_reasons():
     assert any(t[0] == "node_spread" for c in cache.chosen for t in c.terms) or cache.chosen
 
 
+def test_explain_placed_replicas_says_when_and_where_now():
+    """Placed replicas do not move: explain gives the revision and score they were placed with,
+    where they would go now, and no longer says the other nodes "scored better"."""
+    snapshot = simulate(compile_sources(load_sources([EXAMPLES / "sim-cluster.cca"])))
+    web = explain(snapshot, "web")
+    assert {n for n, _, _ in web.placed_at} == {c.node for c in web.chosen}
+    assert all(rev == snapshot.revision or isinstance(rev, int) for _, rev, _ in web.placed_at)
+    assert sum(c.replicas for c in web.now) == 6
+    lines = "\n".join(web.lines())
+    assert "placed at revision" in lines and "if re-placed now:" in lines
+    assert "scored better" not in lines
+    assert web.to_json()["now"] and web.to_json()["placed_at"]
+
+
 def test_explain_unplaced_gives_minimal_blockers(tmp_path):
     snapshot = snapshot_of(UNPLACEABLE, tmp_path)
     ml = explain(snapshot, "ml")
