@@ -18,10 +18,10 @@ import subprocess
 import sys
 import time
 
-from ccattler.engine.controllers.base import Snapshot
 from ccattler.engine.controllers.instance import InstanceController
-from ccattler.engine.controllers.placement import PlacementController
-from ccattler.engine.solve.placement.builders import GI, MI, node, service
+from ccattler.engine.facts.snapshot import Snapshot
+from ccattler.engine.placement.builders import GI, MI, node, service
+from ccattler.engine.placement.controller import PlacementController
 
 ZONES = ("z1", "z2", "z3", "z4")
 

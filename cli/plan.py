@@ -36,9 +36,9 @@ def plan(
     from rich.console import Console
 
     from ccattler.dsl import compile_sources, load_sources
-    from ccattler.engine.explain import explain as explain_target
-    from ccattler.engine.explain.offline import PlanReport, simulate
-    from ccattler.engine.solve.placement import PlanOptions
+    from ccattler.engine.placement import PlanOptions
+    from ccattler.engine.placement.explain import explain as explain_target
+    from ccattler.engine.placement.offline import PlanReport, simulate
 
     facts = compile_sources(load_sources(files))
     options = PlanOptions(extensions=tuple(rules or ()))

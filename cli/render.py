@@ -109,7 +109,7 @@ def plan_report(plan: dict[str, Any]) -> None:
     """The placement plan, drawn by the explain library's own report."""
     from rich.console import Console
 
-    from ccattler.engine.explain.offline import Placed, PlanReport, Unplaced
+    from ccattler.engine.placement.offline import Placed, PlanReport, Unplaced
 
     unplaced = tuple(Unplaced(u["instance"], u["service"], tuple(u["reasons"])) for u in plan["unplaced"])
     report = PlanReport(tuple(Placed(**p) for p in plan["placements"]), unplaced, plan["nodes"])

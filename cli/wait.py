@@ -33,7 +33,7 @@ def why_not_ready(instance: dict[str, Any]) -> str:
     """`hello-x7k2p: not placed (3 nodes: insufficient memory …)` or `…: failed on n1: exit 1`."""
     name = instance["name"]
     if instance.get("node") is None:
-        from ccattler.engine.explain.reasons import render
+        from ccattler.engine.placement.reasons import render
 
         reasons = "; ".join(render(r) for r in instance.get("unplaced") or ()) or "waiting for placement"
         return f"{name}: not placed ({reasons})"

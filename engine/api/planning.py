@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from ccattler.dsl import Reader, Source, compile_sources
-from ccattler.engine.explain import explain
-from ccattler.engine.explain.offline import PLAN_PREFIXES, PlanReport, simulate
+from ccattler.engine.placement.explain import explain
+from ccattler.engine.placement.offline import PLAN_PREFIXES, PlanReport, simulate
 from ccattler.engine.runner.snapshot import read_snapshot
 from ccattler.engine.store import Store
 

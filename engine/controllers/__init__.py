@@ -1,5 +1,3 @@
-"""Controllers: pure `reconcile(snapshot, now) -> ChangeSet` functions run by the runner."""
-
-from ccattler.engine.controllers.base import ChangeSet, Controller, Snapshot
-
-__all__ = ["ChangeSet", "Controller", "Snapshot"]
+"""Controllers: pure `reconcile(snapshot, now) -> ChangeSet` functions run by the runner (the
+`Snapshot`/`ChangeSet`/`Controller` contract lives in `engine/facts/snapshot.py`; the placement
+controller in `engine/placement/`, beside the rest of placement)."""

@@ -19,7 +19,7 @@ from collections import defaultdict
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from ccattler.engine.controllers.base import ChangeSet, Snapshot, changed_keys
+from ccattler.engine.facts.snapshot import ChangeSet, Snapshot, changed_keys
 
 SERVICES = "desired/service/"
 PLACEMENTS = "derived/placement/"

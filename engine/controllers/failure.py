@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from ccattler.engine.controllers.base import ChangeSet, Snapshot
+from ccattler.engine.facts.snapshot import ChangeSet, Snapshot
 
 OBSERVED_NODES = "observed/node/"
 DECLARED_NODES = "desired/node/"

@@ -17,9 +17,9 @@ from collections import defaultdict
 from collections.abc import Mapping
 from typing import Any, ClassVar, NamedTuple
 
-from ccattler.engine.controllers.base import ChangeSet, Snapshot
 from ccattler.engine.controllers.ordered_stop import OBSERVED, StopWindow, ordinal_of, removable, stop_window
 from ccattler.engine.facts import ServiceRef, instance_key
+from ccattler.engine.facts.snapshot import ChangeSet, Snapshot
 
 SERVICES = "desired/service/"
 INSTANCES = "derived/instance/"

@@ -16,9 +16,9 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from ccattler.engine.controllers.base import ChangeSet, Snapshot
 from ccattler.engine.controllers.failure import CONDITIONS, DECLARED_NODES, OBSERVED_NODES, PLACEMENTS
 from ccattler.engine.facts import CcaError
+from ccattler.engine.facts.snapshot import ChangeSet, Snapshot
 
 SUBNETS = "derived/network/subnet/"
 ADDRESSES = "derived/network/ip/"

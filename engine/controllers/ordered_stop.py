@@ -17,8 +17,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ccattler.engine.controllers.base import Snapshot
 from ccattler.engine.facts import ServiceRef
+from ccattler.engine.facts.snapshot import Snapshot
 
 OBSERVED_INSTANCES = "observed/instance/"
 OBSERVED_NODES = "observed/node/"

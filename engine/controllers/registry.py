@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ccattler.engine.controllers.base import Controller
 from ccattler.engine.controllers.endpoint import EndpointController
 from ccattler.engine.controllers.failure import FailureController
 from ccattler.engine.controllers.instance import InstanceController
 from ccattler.engine.controllers.network import DEFAULT_CLUSTER_CIDR, DEFAULT_NODE_PREFIX, NetworkController
-from ccattler.engine.controllers.placement import PlacementController
-from ccattler.engine.solve.placement.run import PlanOptions
+from ccattler.engine.facts.snapshot import Controller
+from ccattler.engine.placement.controller import PlacementController
+from ccattler.engine.placement.run import PlanOptions
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,8 +14,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ccattler.engine.controllers.base import ChangeSet, Snapshot
 from ccattler.engine.facts import CcaError
+from ccattler.engine.facts.snapshot import ChangeSet, Snapshot
 from ccattler.engine.store.base import Compare, Store, TxnTooLarge
 
 #: Operations per txn: small enough to keep each commit short; a lower server limit splits batches.

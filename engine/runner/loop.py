@@ -17,7 +17,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ccattler.engine.controllers.base import Controller
+from ccattler.engine.facts.snapshot import Controller
 from ccattler.engine.runner.changes import DEFAULT_MAX_BYTES, DEFAULT_MAX_OPS
 from ccattler.engine.runner.leader import LeaderElection
 from ccattler.engine.runner.snapshot import FactCache

@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from ccattler.engine.controllers.base import Controller
 from ccattler.engine.facts import CcaError
+from ccattler.engine.facts.snapshot import Controller
 from ccattler.engine.runner.changes import DEFAULT_MAX_BYTES
 from ccattler.engine.runner.snapshot import read_snapshot
 from ccattler.engine.runner.stats import ControllerStats

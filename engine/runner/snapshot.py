@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from ccattler.engine.controllers.base import Snapshot
+from ccattler.engine.facts.snapshot import Snapshot
 from ccattler.engine.store.base import Event, Store, StoreError, Watch
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from ccattler.engine.controllers.base import Controller, Snapshot
+from ccattler.engine.facts.snapshot import Controller, Snapshot
 from ccattler.engine.runner.changes import (
     DEFAULT_MAX_BYTES,
     DEFAULT_MAX_OPS,

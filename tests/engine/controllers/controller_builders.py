@@ -6,7 +6,7 @@ from __future__ import annotations
 from types import MappingProxyType
 from typing import Any
 
-from ccattler.engine.controllers.base import ChangeSet, Snapshot
+from ccattler.engine.facts.snapshot import ChangeSet, Snapshot
 
 
 def service(name: str = "web", tenant: str = "default", **fields: Any) -> tuple[str, dict]:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ccattler.engine.controllers.base import Snapshot
 from ccattler.engine.controllers.endpoint import EndpointController
+from ccattler.engine.facts.snapshot import Snapshot
 
 
 def _snapshot(extra=None):

@@ -7,9 +7,9 @@ import re
 import pytest
 from controller_builders import World, node, service
 
-from ccattler.engine.controllers.base import ChangeSet
 from ccattler.engine.controllers.instance import InstanceController, instance_suffix, spec_hash
 from ccattler.engine.facts import ServiceRef
+from ccattler.engine.facts.snapshot import ChangeSet
 
 PREFIX = "derived/instance/default/web/"
 

@@ -6,7 +6,7 @@ import time
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from ccattler.engine.controllers.base import ChangeSet, Snapshot
+from ccattler.engine.facts.snapshot import ChangeSet, Snapshot
 
 #: Leader and node lease TTL in the live tests (seconds).
 TTL = 2.0

@@ -7,7 +7,7 @@ from types import MappingProxyType
 
 import pytest
 
-from ccattler.engine.controllers.base import ChangeSet, Snapshot
+from ccattler.engine.facts.snapshot import ChangeSet, Snapshot
 from ccattler.engine.runner import GroupTooLarge, plan_batches, prune, read_snapshot
 from ccattler.engine.runner.changes import commit
 from ccattler.engine.store import Compare

@@ -10,7 +10,7 @@ from typing import ClassVar
 
 from runner_builders import TTL, Copy, eventually
 
-from ccattler.engine.controllers.base import ChangeSet, Snapshot
+from ccattler.engine.facts.snapshot import ChangeSet, Snapshot
 from ccattler.engine.runner import LEADER_KEY, Runner
 
 

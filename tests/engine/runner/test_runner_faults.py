@@ -9,7 +9,7 @@ from typing import ClassVar
 
 from runner_builders import TTL, Copy, eventually
 
-from ccattler.engine.controllers.base import ChangeSet, Snapshot
+from ccattler.engine.facts.snapshot import ChangeSet, Snapshot
 from ccattler.engine.runner import Runner
 from ccattler.engine.store import open_store
 from ccattler.engine.store.etcd_process import EtcdProcess

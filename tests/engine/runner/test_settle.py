@@ -8,8 +8,8 @@ from typing import ClassVar
 import pytest
 from runner_builders import Copy
 
-from ccattler.engine.controllers.base import ChangeSet, Snapshot
 from ccattler.engine.controllers.instance import InstanceController
+from ccattler.engine.facts.snapshot import ChangeSet, Snapshot
 from ccattler.engine.runner import NoFixedPoint, settle
 from ccattler.engine.store import open_store
 

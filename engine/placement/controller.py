@@ -1,6 +1,6 @@
 """The placement controller: pending instances → `derived/placement/<tenant>/<instance>`.
 
-It runs rules/placement.lp (through `ccattler.engine.solve.placement`) over the snapshot:
+It runs rules/placement.lp (through `ccattler.engine.placement`) over the snapshot:
 placed instances stay where they are unless their node is gone, down or draining; every other
 instance gets a node, or a document with `"node": null` and the aggregated reasons. Documents
 are rewritten only when the decision changes, so a second reconcile changes nothing. The knob is
@@ -14,10 +14,9 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, ClassVar
 
-from ccattler.engine.controllers.base import ChangeSet, Snapshot
-from ccattler.engine.explain.reasons import summarize
 from ccattler.engine.facts import placement_key
-from ccattler.engine.solve.placement.model import (
+from ccattler.engine.facts.snapshot import ChangeSet, Snapshot
+from ccattler.engine.placement.model import (
     DESIRED_NODES,
     INSTANCES,
     NODE_CONDITIONS,
@@ -27,7 +26,8 @@ from ccattler.engine.solve.placement.model import (
     Cluster,
     DocumentCache,
 )
-from ccattler.engine.solve.placement.run import Plan, PlanOptions, plan
+from ccattler.engine.placement.reasons import summarize
+from ccattler.engine.placement.run import Plan, PlanOptions, plan
 
 
 class PlacementController:

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ccattler.engine.controllers.base import Snapshot
+from ccattler.engine.facts.snapshot import Snapshot
 
 MIB = 1024 * 1024
 #: Quantities (millicores, MiB) stay far inside clingo's 32 bits: the program multiplies them by

@@ -14,9 +14,9 @@ from collections.abc import Mapping
 from clingo import Symbol
 
 from ccattler.engine.facts import display_name
-from ccattler.engine.solve.placement.facts import node_facts, work_facts
-from ccattler.engine.solve.placement.model import Cluster
-from ccattler.engine.solve.placement.run import PROGRAM, PlanOptions
+from ccattler.engine.placement.facts import node_facts, work_facts
+from ccattler.engine.placement.model import Cluster
+from ccattler.engine.placement.run import PROGRAM, PlanOptions
 from ccattler.engine.solve.program import load_program
 from ccattler.engine.solve.solver import Session
 from ccattler.engine.solve.symbols import to_python

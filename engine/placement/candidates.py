@@ -14,8 +14,12 @@ import hashlib
 from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from ccattler.engine.solve.placement.model import Cluster
+from ccattler.engine.placement.model import Cluster
+
+if TYPE_CHECKING:
+    from ccattler.engine.placement.context import PlanContext
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,20 +67,18 @@ def free_order(cluster: Cluster, used: Mapping[str, tuple[int, int]]) -> list[st
 
 
 def choose(
-    cluster: Cluster,
+    ctx: PlanContext,
     order: list[str],
-    classes: Mapping[str, str],
     allowed: Mapping[str, set[str]],
     pending: Mapping[str, int],
-    needs: Mapping[str, UnitNeed],
     used: Mapping[str, tuple[int, int]],
-    policy: CandidatePolicy = CandidatePolicy(),
     quotas: Mapping[str, Mapping[str, int]] | None = None,
     avoid: Mapping[str, set[str]] | None = None,
 ) -> dict[str, list[str]]:
     """unit → its candidate nodes, deterministic for the same inputs. A spread unit with `quotas`
     (zone → new replicas) takes nodes only in zones with a quota, enough for it in each; nodes in
     `avoid[unit]` (they run a service it is separated from) are left out while others have room."""
+    cluster, classes, needs, policy = ctx.cluster, ctx.classes, ctx.needs, ctx.options.candidates
     quotas = quotas or {}
     avoid = avoid or {}
     chosen = {}

@@ -2,7 +2,7 @@
 
 import pytest
 
-from ccattler.engine.explain import KNOWN_CODES, describe, render, summarize
+from ccattler.engine.placement.reasons import KNOWN_CODES, describe, render, summarize
 from ccattler.engine.solve import Const, Reject
 
 

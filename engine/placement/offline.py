@@ -15,14 +15,14 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from ccattler.engine.controllers.base import Snapshot
 from ccattler.engine.controllers.instance import InstanceController
-from ccattler.engine.controllers.placement import PlacementController
-from ccattler.engine.explain.reasons import render
 from ccattler.engine.facts import display_name
+from ccattler.engine.facts.snapshot import Snapshot
+from ccattler.engine.placement.controller import PlacementController
+from ccattler.engine.placement.model import Cluster
+from ccattler.engine.placement.reasons import render
+from ccattler.engine.placement.run import PlanOptions
 from ccattler.engine.runner import read_snapshot, settle
-from ccattler.engine.solve.placement.model import Cluster
-from ccattler.engine.solve.placement.run import PlanOptions
 from ccattler.engine.store.url import open_store
 
 #: Keys a plan reads back from the settled store.

@@ -9,11 +9,11 @@ from collections import Counter
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ccattler.engine.controllers.base import Snapshot
 from ccattler.engine.controllers.instance import InstanceController
-from ccattler.engine.solve.placement import Cluster, plan
-from ccattler.engine.solve.placement.builders import GI, MI, node, service
-from ccattler.engine.solve.placement.spread import zone_quotas
+from ccattler.engine.facts.snapshot import Snapshot
+from ccattler.engine.placement import Cluster, plan
+from ccattler.engine.placement.builders import GI, MI, node, service
+from ccattler.engine.placement.spread import zone_quotas
 
 
 def snapshot(facts) -> Snapshot:
@@ -94,7 +94,7 @@ def test_separate_keeps_replicas_apart_when_nodes_allow(count, first, second):
 
 
 def test_explain_names_the_zone_that_lacked_room():
-    from ccattler.engine.explain.placement import explain
+    from ccattler.engine.placement.explain import explain
 
     nodes = [node("a1", 1, 4 * GI, "a"), node("b1", 8, 32 * GI, "b"), node("b2", 8, 32 * GI, "b")]
     snap = snapshot(nodes + [service("web", 6, 0.5, 64 * MI, zone_spread=True)])

@@ -9,8 +9,8 @@ from typer.testing import CliRunner
 
 from ccattler.cli.main import app
 from ccattler.dsl import compile_sources, load_sources
-from ccattler.engine.explain import explain
-from ccattler.engine.explain.offline import PlanReport, simulate
+from ccattler.engine.placement.explain import explain
+from ccattler.engine.placement.offline import PlanReport, simulate
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 
@@ -192,8 +192,8 @@ def test_operator_extension_with_error_names_file_and_line(tmp_path):
 
 def test_settled_store_is_a_fixed_point():
     from ccattler.engine.controllers.instance import InstanceController
-    from ccattler.engine.controllers.placement import PlacementController
-    from ccattler.engine.explain.offline import simulated_nodes
+    from ccattler.engine.placement.controller import PlacementController
+    from ccattler.engine.placement.offline import simulated_nodes
     from ccattler.engine.runner import settle
     from ccattler.engine.store.url import open_store
 

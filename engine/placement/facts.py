@@ -11,7 +11,7 @@ from collections.abc import Iterable, Iterator, Mapping
 
 from clingo import Symbol
 
-from ccattler.engine.solve.placement.model import Cluster, Node, Service
+from ccattler.engine.placement.model import Cluster, Node, Service
 from ccattler.engine.solve.symbols import atom
 
 

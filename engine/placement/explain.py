@@ -16,15 +16,15 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from ccattler.engine.controllers.base import Snapshot
-from ccattler.engine.explain.core import blocking_facts
-from ccattler.engine.explain.reasons import describe, render, summarize
 from ccattler.engine.facts import CcaError, display_name, parse_service, placement_key
+from ccattler.engine.facts.snapshot import Snapshot
+from ccattler.engine.placement.facts import node_classes, node_facts, work_facts
+from ccattler.engine.placement.model import Cluster
+from ccattler.engine.placement.reasons import describe, render, summarize
+from ccattler.engine.placement.run import PROGRAM, Cost, PlanOptions, explain_units, plan
+from ccattler.engine.placement.spread import ZoneShort, zone_quotas
+from ccattler.engine.placement.unsat_core import blocking_facts
 from ccattler.engine.solve.decode import Reject, decode
-from ccattler.engine.solve.placement.facts import node_classes, node_facts, work_facts
-from ccattler.engine.solve.placement.model import Cluster
-from ccattler.engine.solve.placement.run import PROGRAM, Cost, PlanOptions, explain_units, plan
-from ccattler.engine.solve.placement.spread import ZoneShort, zone_quotas
 from ccattler.engine.solve.program import load_program
 from ccattler.engine.solve.solver import Session
 from ccattler.engine.solve.symbols import Const, atom

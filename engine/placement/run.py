@@ -19,11 +19,12 @@ from pathlib import Path
 
 from clingo import SymbolType
 
+from ccattler.engine.placement.candidates import CandidatePolicy, choose, free_order, unit_needs
+from ccattler.engine.placement.context import PlanContext
+from ccattler.engine.placement.facts import node_classes, node_facts, work_facts
+from ccattler.engine.placement.model import Cluster, Instance
+from ccattler.engine.placement.spread import ZoneShort, zone_quotas
 from ccattler.engine.solve.decode import Reject, decode
-from ccattler.engine.solve.placement.candidates import CandidatePolicy, choose, free_order, unit_needs
-from ccattler.engine.solve.placement.facts import node_classes, node_facts, work_facts
-from ccattler.engine.solve.placement.model import Cluster, Instance
-from ccattler.engine.solve.placement.spread import ZoneShort, zone_quotas
 from ccattler.engine.solve.program import load_program
 from ccattler.engine.solve.solver import Session, SolveOptions
 from ccattler.engine.solve.symbols import Const, atom, to_python
@@ -185,15 +186,15 @@ def plan(cluster: Cluster, options: PlanOptions | None = None) -> Plan:
     members = cluster.units()
     slots = slots_of(cluster, members)
     state = _initial_state(slots)
-    program = load_program(PROGRAM, options.extensions)
     classes = node_classes(cluster.nodes.values())
     needs = unit_needs(cluster, members)
-    nodes = node_facts(cluster.nodes, classes)
+    ctx = PlanContext(cluster, members, needs, classes, node_facts(cluster.nodes, classes),
+                      load_program(PROGRAM, options.extensions), options)
     order = sorted(state.remaining, key=lambda u: _hardest_first(cluster, members, needs, u))
     for chunk in _chunks(order, state.remaining, options.chunk_replicas):
         for _ in range(options.max_rounds):
             todo = {u: state.remaining[u] for u in chunk if state.remaining.get(u, 0) > 0}
-            if not todo or not _round(cluster, members, program, classes, nodes, needs, todo, state, options):
+            if not todo or not _round(ctx, todo, state):
                 break
     remaining = sorted(u for u, p in state.remaining.items() if p > 0)
     placements = _assign_instances(slots, state.assigned)
@@ -208,27 +209,26 @@ def plan(cluster: Cluster, options: PlanOptions | None = None) -> Plan:
                 {u: z for u, z in state.spread_short.items() if z})
 
 
-def _round(cluster, members, program, classes, nodes, needs, todo: dict[str, int], state: _State,
-           options: PlanOptions) -> bool:
+def _round(ctx: PlanContext, todo: dict[str, int], state: _State) -> bool:
     """One solve for the units in `todo`; True when it placed something."""
+    cluster, options, needs = ctx.cluster, ctx.options, ctx.needs
     state.rounds += 1
     usage = {n: (c, m) for n, (c, m) in state.used.items()}
     solve_options = options.solve
     if sum(todo.values()) <= options.core_guided_below:
         solve_options = dataclasses.replace(
             solve_options, core_guided_conflicts=options.core_guided_conflicts)
-    session = Session(program, solve_options)
-    facts, _ = work_facts(cluster, members, todo, state.placed, usage, nodes=nodes)
+    session = Session(ctx.program, solve_options)
+    facts, _ = work_facts(cluster, ctx.members, todo, state.placed, usage, nodes=ctx.nodes)
     session.add_facts(facts)
     session.ground([("base", ())])
     allowed: dict[str, set[str]] = defaultdict(set)
     for sym in session.facts("class_ok", 2):
         unit, rep = sym.arguments  # each .arguments call crosses into clingo: once per atom
         allowed[unit.string].add(rep.string)
-    quotas = _spread_quotas(cluster, classes, allowed, todo, needs, usage, state)
-    avoid = _separate_avoid(cluster, members, todo, state.placed)
-    chosen = choose(cluster, free_order(cluster, usage), classes, allowed, todo, needs, usage,
-                    options.candidates, quotas, avoid)
+    quotas = _spread_quotas(ctx, allowed, todo, usage, state)
+    avoid = _separate_avoid(ctx, todo, state.placed)
+    chosen = choose(ctx, free_order(cluster, usage), allowed, todo, usage, quotas, avoid)
     if not any(chosen.values()):
         return False
     session.add_facts(atom("candidate", u, n) for u in sorted(chosen) for n in chosen[u])
@@ -254,9 +254,10 @@ def _round(cluster, members, program, classes, nodes, needs, todo: dict[str, int
     return progress > 0
 
 
-def _spread_quotas(cluster, classes, allowed, todo, needs, usage, state: _State) -> dict[str, dict[str, int]]:
+def _spread_quotas(ctx: PlanContext, allowed, todo, usage, state: _State) -> dict[str, dict[str, int]]:
     """Spread unit → new replicas per eligible zone this round (see spread.py); the zones short of
     room are kept in `state.spread_short` for explain."""
+    cluster, classes, needs = ctx.cluster, ctx.classes, ctx.needs
     quotas = {}
     for unit in sorted(todo):
         need = needs[unit]
@@ -286,7 +287,7 @@ def _spread_quotas(cluster, classes, allowed, todo, needs, usage, state: _State)
     return quotas
 
 
-def _separate_avoid(cluster, members, todo, placed) -> dict[str, set[str]]:
+def _separate_avoid(ctx: PlanContext, todo, placed) -> dict[str, set[str]]:
     """unit → the nodes already running a service it is separated from (kept out of its candidates
     while enough other nodes have room)."""
     runs: dict[str, set[str]] = defaultdict(set)
@@ -294,6 +295,7 @@ def _separate_avoid(cluster, members, todo, placed) -> dict[str, set[str]]:
         if count > 0:
             runs[unit].add(name)
     avoid: dict[str, set[str]] = {}
+    cluster, members = ctx.cluster, ctx.members
     for unit in todo:
         targets = {t for s in members[unit] for t in cluster.services[s].separate if t in cluster.services}
         nodes = set().union(*(runs.get(cluster.services[t].unit, set()) for t in targets))

@@ -3,11 +3,11 @@
 from collections import Counter
 from typing import Any
 
-from ccattler.engine.controllers.base import Snapshot
 from ccattler.engine.controllers.instance import InstanceController
-from ccattler.engine.controllers.placement import PlacementController
-from ccattler.engine.solve.placement.builders import GI, node, service
-from ccattler.engine.solve.placement.model import Cluster
+from ccattler.engine.facts.snapshot import Snapshot
+from ccattler.engine.placement.builders import GI, node, service
+from ccattler.engine.placement.controller import PlacementController
+from ccattler.engine.placement.model import Cluster
 
 
 class World:
@@ -144,7 +144,7 @@ def test_malformed_documents_are_skipped_not_fatal():
 
 
 def test_document_cache_reuses_unchanged_documents_only():
-    from ccattler.engine.solve.placement.model import DocumentCache
+    from ccattler.engine.placement.model import DocumentCache
 
     w = world(node("a"), service("web", 2))
     w.run()

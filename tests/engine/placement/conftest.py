@@ -1,0 +1,6 @@
+"""Makes `controller_builders` (in ../controllers) importable from the placement tests."""
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "controllers"))
