@@ -11,7 +11,7 @@ same run, on the same instances:
   kube-scheduler's default scoring), spread services preferring the zones holding fewest of
   their replicas (topology spread, maxSkew 1, ScheduleAnyway);
 - ccattler: one `PlacementController.reconcile` (rules/placement.lp), default options;
-- ccattler-wide: the same with wider candidate lists (`WIDE`).
+- ccattler-narrow: the same with the earlier, narrower candidate lists (`NARROW`).
 
 Figures: replicas placed (of all), zone skew (spread services with skew > 1 over the 4 zones),
 nodes used, and stranded capacity: cpu cores left free on nodes where no unplaced replica fits
@@ -34,8 +34,9 @@ from ccattler.engine.placement.run import PlanOptions
 
 ZONES = ("z1", "z2", "z3", "z4")
 CORES, MEMORY = 16, 64 * GI
-#: ccattler-wide: 40 candidate nodes per unit holding 4 × its replicas (default: 16 and 2 ×).
-WIDE = PlanOptions(candidates=CandidatePolicy(min_count=40, headroom=4))
+#: ccattler-narrow: the earlier default candidate lists, 16 nodes per unit holding 2 × its
+#: replicas (the default is now 40 and 4 ×).
+NARROW = PlanOptions(candidates=CandidatePolicy(min_count=16, headroom=2))
 
 
 def scenario(nodes: int, fill: float, seed: int) -> dict:
@@ -143,7 +144,7 @@ def main() -> None:
         for seed in range(1, args.seeds + 1):
             values = scenario(args.nodes, fill, seed)
             runs = [("first-fit", greedy(values, False), 0.0), ("least-allocated", greedy(values, True), 0.0),
-                    ("ccattler", *ccattler(values)), ("ccattler-wide", *ccattler(values, WIDE))]
+                    ("ccattler", *ccattler(values)), ("ccattler-narrow", *ccattler(values, NARROW))]
             for name, placed, seconds in runs:
                 f = figures(values, placed)
                 print(f"{fill:5.2f} {seed:4d} {name:16} {f['placed']:>5}/{f['of']:<5} {f['skewed']:>7} "
