@@ -82,13 +82,10 @@ def stabilize(recommendation: int, current: int, now_ms: int, history, up_ms: in
         if at > now_ms - down_ms and rec > down:
             down, down_by = rec, at
     count, hold = current, None
-    if count < up:
-        count = up
-        if up_by is not None and up < recommendation:
-            hold = {"direction": "up", "at": up_by, "until": up_by + up_ms, "count": up}
-    if count > down:
-        count = down
-    if count > recommendation and down_by is not None:
+    count = min(max(count, up), down)
+    if count < recommendation and up_by is not None:
+        hold = {"direction": "up", "at": up_by, "until": up_by + up_ms, "count": count}
+    elif count > recommendation and down_by is not None:
         hold = {"direction": "down", "at": down_by, "until": down_by + down_ms, "count": count}
     keep = max(up_ms, down_ms)
     new_history = [[at, rec] for at, rec in history if at > now_ms - keep] + [[now_ms, recommendation]]
