@@ -41,7 +41,8 @@ def _time(text, where: str) -> int:
     try:
         t = dt.datetime.fromisoformat(str(text).replace("Z", "+00:00"))
     except ValueError:
-        raise ReplayError(f"{where}: expected an RFC3339 time such as 2026-01-05T09:00:00Z, got {text!r}") from None
+        raise ReplayError(f"{where}: expected an RFC3339 time such as 2026-01-05T09:00:00Z, "
+                          f"got {text!r}") from None
     if t.tzinfo is None:
         raise ReplayError(f"{where}: {text!r} has no time zone (add Z or +01:00)")
     return int(t.timestamp() * 1000)

@@ -36,7 +36,7 @@ def recommend(bounds: dict, requests: dict, samples, now_ms: int, state: dict | 
             state.pop(resource, None)
             detail[resource] = {"current": current, "recommendation": None}
             continue
-        target = math.ceil(p95(values) / TARGET)
+        target = math.ceil(p95(values) * 100 / (TARGET * 100))  # 700/0.7 is 1000.0000000000001
         target = max(b.get("min") or 0, min(target, b.get("max") or target))
         detail[resource] = {"current": current, "p95": p95(values), "recommendation": target}
         if current and abs(target - current) / current < IGNORE_BELOW:

@@ -51,7 +51,8 @@ RESOURCE = [
 ]
 
 
-@pytest.mark.parametrize("name,current,target,instances,replicas,util", RESOURCE, ids=[r[0] for r in RESOURCE])
+@pytest.mark.parametrize("name,current,target,instances,replicas,util", RESOURCE,
+                         ids=[r[0] for r in RESOURCE])
 def test_resource_replicas(name, current, target, instances, replicas, util):
     r = calc.resource_replicas(current, target, "cpu", instances)
     assert (r.replicas, r.observed) == (replicas, util)

@@ -6,7 +6,7 @@ import datetime as dt
 from ccattler.engine.autoscale import horizontal
 from ccattler.engine.autoscale.calc import Instance
 
-T0 = int(dt.datetime(2026, 1, 5, 9, 0, tzinfo=dt.timezone.utc).timestamp() * 1000)  # a Monday
+T0 = int(dt.datetime(2026, 1, 5, 9, 0, tzinfo=dt.UTC).timestamp() * 1000)  # a Monday
 
 
 def spec(**kw):
