@@ -26,7 +26,7 @@ class Decision:
     term: str                   # the winning term ("none" when nothing was readable)
     terms: list = field(default_factory=list)    # per-term explanation dicts
     reasons: list = field(default_factory=list)
-    history: list = field(default_factory=list)  # [[at_ms, recommendation], …]
+    history: list = field(default_factory=list)  # runs [[first_ms, last_ms, recommendation], …]
     hold: dict | None = None    # the stabilization window holding the count, when it does
     clamp: str | None = None
     floor: int | None = None    # the active schedule's minimum
@@ -73,23 +73,29 @@ def _event_term(e: dict, current: int, events: dict) -> dict:
 
 def stabilize(recommendation: int, current: int, now_ms: int, history, up_ms: int, down_ms: int):
     """stabilizeRecommendationWithBehaviors: up to the lowest recommendation in the up window,
-    down to the highest in the down window. Returns (count, new history, the holding entry)."""
+    down to the highest in the down window. `history` holds runs `[first_at, last_at, count]` (a
+    recommendation repeated tick after tick is one run, so the stored history changes only when
+    the recommendation does). Returns (count, new history, the holding run or None)."""
     up, down = recommendation, recommendation
     up_by = down_by = None
-    for at, rec in history:
-        if at > now_ms - up_ms and rec < up:
-            up, up_by = rec, at
-        if at > now_ms - down_ms and rec > down:
-            down, down_by = rec, at
-    count, hold = current, None
-    count = min(max(count, up), down)
+    for _first, last, rec in history:
+        if last > now_ms - up_ms and rec < up:
+            up, up_by = rec, last
+        if last > now_ms - down_ms and rec > down:
+            down, down_by = rec, last
+    count = min(max(current, up), down)
+    hold = None
     if count < recommendation and up_by is not None:
         hold = {"direction": "up", "at": up_by, "until": up_by + up_ms, "count": count}
     elif count > recommendation and down_by is not None:
         hold = {"direction": "down", "at": down_by, "until": down_by + down_ms, "count": count}
     keep = max(up_ms, down_ms)
-    new_history = [[at, rec] for at, rec in history if at > now_ms - keep] + [[now_ms, recommendation]]
-    return count, new_history, hold
+    runs = [list(r) for r in history if r[1] > now_ms - keep]
+    if runs and runs[-1][2] == recommendation:
+        runs[-1][1] = now_ms
+    else:
+        runs.append([now_ms, now_ms, recommendation])
+    return count, runs, hold
 
 
 def decide(h: dict, current: int, instances, events: dict, now_ms: int, history,
