@@ -74,3 +74,22 @@ def test_failover_keeps_the_down_window():
 def test_an_unreadable_metric_blocks_the_scale_down():
     doc = decide(AutoscaleController(), world(6, cpu=50, scale={"desired": 6, "history": []}), T0)
     assert (doc["desired"], doc["term"]) == (6, "blocked")
+
+
+def test_explain_gains_a_scaling_section():
+    from ccattler.engine.api.planning import explain_live
+    from ccattler.engine.store import open_store
+
+    up = decide(AutoscaleController(), world(3, cpu=500), T0)
+    held = decide(AutoscaleController(), world(6, cpu=50, rps=60, rps_time=T0 + 60, scale=up), T0 + 60)
+    with open_store("sqlite://:memory:") as store:
+        for key, value in world(6).values.items():
+            store.put(key, value)
+        store.put("derived/scale/default/web", held)
+        answer = explain_live(store, "web")
+    scaling = answer["explanation"]["scaling"]
+    assert scaling["desired"] == 6 and scaling["hold"]["direction"] == "down"
+    assert [t["recommendation"] for t in scaling["terms"]] == [2, 1]
+    text = "\n".join(answer["lines"])
+    assert "winning term: target cpu" in text and "held at 6 until 09:06:00" in text
+    assert "6 ready / 0 unready / 0 missing" in text and "last change 09:00:00: 3 → 6" in text
