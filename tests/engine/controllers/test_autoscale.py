@@ -93,3 +93,19 @@ def test_explain_gains_a_scaling_section():
     text = "\n".join(answer["lines"])
     assert "winning term: target cpu" in text and "held at 6 until 09:06:00" in text
     assert "6 ready / 0 unready / 0 missing" in text and "last change 09:00:00: 3 → 6" in text
+
+
+def test_get_services_shows_the_autoscalers_count_and_events_say_why():
+    from ccattler.engine.api import views
+    from ccattler.engine.store import open_store
+
+    up = decide(AutoscaleController(), world(3, cpu=500), T0)
+    with open_store("sqlite://:memory:") as store:
+        for key, value in world(3).values.items():
+            store.put(key, value)
+        store.put("derived/scale/default/web", up)
+        row = views.services(store, None, {})[0]
+        assert (row["desired"], row["autoscaled"], row["scheduled"]) == (6, True, 3)
+        reasons = [e["reason"] for e in views.events(store) if e["reason"]]
+    assert reasons == ["scaled 3 → 6: target cpu recommends 6; target requests_per_second: "
+                       "no requests_per_second samples for the counted instances"]
