@@ -35,7 +35,7 @@ def replay(
     from ccattler.engine.autoscale.replay import ReplayError, run_file
 
     try:
-        rows = run_file(str(file), _zone(time_zone))
+        rows = run_file(str(file), check_time_zone(time_zone))
     except ReplayError as exc:
         raise ReplayError(f"{file}: {exc}" if not str(exc).startswith(str(file)) else str(exc)) from None
     if output == "json":
@@ -50,7 +50,8 @@ def replay(
                    f"{'; '.join(r['reasons'])}{extra}")
 
 
-def _zone(name: str) -> str:
+def check_time_zone(name: str) -> str:
+    """`name` if it is a known time zone (else a clear error): replay and `cca server --time-zone`."""
     from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
     from ccattler.engine.autoscale.replay import ReplayError
