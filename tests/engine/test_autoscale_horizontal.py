@@ -97,3 +97,14 @@ def test_scale_up_window_waits_for_the_lowest():
     assert (d2.recommended, d2.desired, d2.hold["direction"]) == (4, 2, "up")
     d3 = horizontal.decide(h, 2, insts(2, cpu=1000), {}, T0 + 61_000, d2.history)
     assert d3.desired == 4
+
+
+def test_a_repeated_recommendation_is_one_run():
+    _, runs, _ = horizontal.stabilize(4, 4, T0, [], 0, 300_000)
+    _, runs, _ = horizontal.stabilize(4, 4, T0 + 15_000, runs, 0, 300_000)
+    _, runs, _ = horizontal.stabilize(3, 4, T0 + 30_000, runs, 0, 300_000)
+    assert runs == [[T0, T0 + 15_000, 4], [T0 + 30_000, T0 + 30_000, 3]]
+    # runs last seen before the longest window are dropped (the live controller first extends the
+    # standing run to now: it was recommended at every tick in between)
+    _, runs, _ = horizontal.stabilize(3, 4, T0 + 400_000, runs, 0, 300_000)
+    assert runs == [[T0 + 400_000, T0 + 400_000, 3]]
