@@ -46,6 +46,9 @@ RESOURCE = [
     ("MissingMetricsUnreadyScaleUp", 3, 50, pods([100, 2000, None], ready=[False, True, True]), 4, 200),
     ("MissingMetricsUnreadyScaleDown", 4, 50,
      pods([100, 100, 100, None], ready=[False, True, True, True]), 3, 10),
+    ("MissingMetricsScaleDownTargetOver100", 4, 300,
+     pods([200, 100, 100, None], requests=[1000, 1000, 2000, 2000], ready=[False, True, True, True]), 2, 6),
+    ("DuringRollingUpdateWithMaxSurge", 2, 50, pods([100, 100, None]), 2, 10),
     # not from the HPA's file: a pending instance is unready for every metric
     ("PendingIsUnready", 3, 30, pods([300, 500, None], states=["running", "running", "pending"]), 3, 40),
 ]
@@ -66,6 +69,7 @@ PER_INSTANCE = [
      pods([50, 15, 30], ready=[False, True, False], metric="rps"), 7, 31.666),
     ("ScaleDownCM", 5, 20, pods([12, 12, 12, 12, 12], metric="rps"), 3, 12),
     ("ToleranceCM", 3, 20, pods([20, 21, 21], metric="rps"), 3, 20.666),
+    ("DuringRollingUpdateWithMaxSurgeCM", 2, 17, pods([10, 10, None], metric="rps"), 2, 10),
     ("MissingScaleUpCM", 3, 10, pods([30, 30, None], metric="rps"), 6, 30),
     ("PendingScaleUpCM", 3, 10, pods([30, 30, None], states=["running", "running", "pending"],
                                       metric="rps"), 6, 30),
