@@ -18,7 +18,7 @@ from ccattler.engine.facts import CcaError
 #: Command group modules under ccattler.cli, in help order.
 COMMAND_MODULES: tuple[str, ...] = (
     "image", "init", "server", "resources", "secret", "token", "user", "policy", "audit", "lang",
-    "plan", "logic", "context", "agent", "up", "logs", "exec", "benchmark", "top",
+    "plan", "logic", "context", "agent", "up", "logs", "exec", "benchmark", "top", "autoscale",
 )
 
 app = typer.Typer(

@@ -34,7 +34,9 @@ def _tags(doc: dict | None) -> str:
 COLUMNS: dict[str, tuple[list[Column], list[Column]]] = {
     "services": (
         [("name", _name), ("ready", lambda r: f"{r['ready']}/{r['desired']}"),
-         ("image", lambda r: r["value"].get("image")), ("revision", lambda r: r["modified"])],
+         ("image", lambda r: r["value"].get("image")), ("revision", lambda r: r["modified"]),
+         ("desired", lambda r: f"{r['desired']}{' (autoscaler)' if r.get('autoscaled') else ''}"),
+         ("current", lambda r: r["scheduled"])],
         [("scheduled", lambda r: r["scheduled"]), ("tags", lambda r: _tags(r["value"])),
          ("source", lambda r: r["value"].get("source"))],
     ),
@@ -66,7 +68,8 @@ COLUMNS: dict[str, tuple[list[Column], list[Column]]] = {
         [],
     ),
     "events": (
-        [("revision", lambda r: r["revision"]), ("type", lambda r: r["type"]), ("key", lambda r: r["key"])],
+        [("revision", lambda r: r["revision"]), ("type", lambda r: r["type"]), ("key", lambda r: r["key"]),
+         ("reason", lambda r: r.get("reason"))],
         [],
     ),
 }

@@ -36,6 +36,8 @@ def server(
     workers: Annotated[int, typer.Option("--workers", min=16, help="Threads per listener: one per open "
                                                                   "stream (an agent keeps one), so "
                                                                   "about nodes + 60.")] = 256,
+    time_zone: Annotated[str, typer.Option("--time-zone", help="The cluster's time zone (autoscaling "
+                                                               "schedule windows).")] = "UTC",
 ) -> None:
     """Serve the API over TLS only (no plaintext port) and run the controllers."""
     from ccattler.engine.api.server import ApiServer, ServerOptions
@@ -56,10 +58,12 @@ def server(
     api = ApiServer(opened, ClusterFiles(root), options).start()
     loop = None
     if runner:
+        from ccattler.cli.autoscale import check_time_zone
         from ccattler.engine.controllers.registry import ControllerConfig, default_controllers
         from ccattler.engine.runner import Runner, RunnerCollector
 
-        config = ControllerConfig(cluster_cidr=cluster_cidr) if cluster_cidr else None
+        config = ControllerConfig(time_zone=check_time_zone(time_zone),
+                                  **({"cluster_cidr": cluster_cidr} if cluster_cidr else {}))
         loop = Runner(opened, default_controllers(config))
         api.metrics.registry.register(RunnerCollector(loop))  # controller counters on /metrics
         loop.start()

@@ -6,6 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 from ccattler.dsl import Reader, Source, compile_sources
+from ccattler.engine.autoscale.effective import SCALE
+from ccattler.engine.autoscale.explain import scaling_json, scaling_lines
+from ccattler.engine.facts import DEFAULT_TENANT
 from ccattler.engine.placement.explain import explain
 from ccattler.engine.placement.offline import PLAN_PREFIXES, PlanReport, simulate
 from ccattler.engine.runner.snapshot import read_snapshot
@@ -15,7 +18,13 @@ from ccattler.engine.store import Store
 def explain_live(store: Store, target: str) -> dict[str, Any]:
     """Why the target service (or an instance's service) runs where it does, on live state."""
     answer = explain(read_snapshot(store, PLAN_PREFIXES), target)
-    return {"explanation": answer.to_json(), "lines": answer.lines()}
+    out = {"explanation": answer.to_json(), "lines": answer.lines()}
+    full = answer.service if "/" in answer.service else f"{DEFAULT_TENANT}/{answer.service}"
+    fact = store.get(SCALE + full)
+    if fact is not None and isinstance(fact.value, dict):  # the autoscaler's decision and why
+        out["explanation"]["scaling"] = scaling_json(fact.value)
+        out["lines"] += scaling_lines(fact.value)
+    return out
 
 
 def plan_live(store: Store, sources: list[Source], tenant: str, reader: Reader) -> dict[str, Any]:

@@ -9,6 +9,7 @@ from typing import Any
 
 from ccattler.engine.admission.capabilities import object_kind
 from ccattler.engine.api.errors import BadRequest
+from ccattler.engine.autoscale.effective import effective_service
 from ccattler.engine.facts import NAMESPACED_KINDS, CcaError
 from ccattler.engine.store import Store
 
@@ -57,13 +58,17 @@ def services(store: Store, tenant: str | None, tags: Mapping[str, str]) -> list[
         scheduled[service] = scheduled.get(service, 0) + 1
         if (running.get(f"{parts[2]}/{parts[4]}") or {}).get("ready"):
             ready[service] = ready.get(service, 0) + 1
+    scales = {f.key.removeprefix("derived/scale/"): f.value
+              for f in store.range(_tenant_prefix("derived/scale/", tenant), revision)[0]}
     rows = []
     for fact in facts:
         if not _tags_match(fact.value, tags):
             continue
         full = fact.key.removeprefix("desired/service/")
+        effective = effective_service(fact.value, scales.get(full))  # what the instance controller builds
         rows.append(_row(fact.key, fact.value, created_revision=fact.create_revision,
-                         modified=fact.mod_revision, desired=fact.value.get("instances"),
+                         modified=fact.mod_revision, desired=effective.get("instances"),
+                         autoscaled=effective is not fact.value or full in scales,
                          scheduled=scheduled.get(full, 0), ready=ready.get(full, 0)))
     return rows
 
@@ -150,10 +155,21 @@ def events(store: Store, limit: int = EVENT_HISTORY) -> list[dict[str, Any]]:
             if event.kind == "resync":
                 continue
             if event.key.startswith(("desired/", "derived/", "observed/")):
-                rows.append({"revision": event.revision, "type": event.kind, "key": event.key})
+                rows.append({"revision": event.revision, "type": event.kind, "key": event.key,
+                             "reason": _scaling_reason(event)})
             if event.revision >= revision:
                 break
     return rows
+
+
+def _scaling_reason(event: Any) -> str | None:
+    """An autoscaler write that changed the count says so, with its reasons."""
+    if not event.key.startswith("derived/scale/") or not isinstance(event.value, dict):
+        return None
+    change = event.value.get("event")
+    if not change or change.get("at") != event.value.get("at"):
+        return None
+    return f"scaled {change['from']} → {change['to']}: {'; '.join(change.get('reasons') or [])}"
 
 
 def documents(store: Store, kind: str, tenant: str | None, tags: Mapping[str, str]) -> list[dict[str, Any]]:

@@ -17,6 +17,7 @@ from collections import defaultdict
 from collections.abc import Mapping
 from typing import Any, ClassVar, NamedTuple
 
+from ccattler.engine.autoscale.effective import SCALE, effective_service
 from ccattler.engine.controllers.ordered_stop import OBSERVED, StopWindow, ordinal_of, removable, stop_window
 from ccattler.engine.facts import ServiceRef, instance_key
 from ccattler.engine.facts.snapshot import ChangeSet, Snapshot
@@ -87,7 +88,7 @@ class InstanceController:
     """Keeps `derived/instance/<tenant>/<service>/<instance>` in line with `desired/service/...`."""
 
     name: ClassVar[str] = "instance"
-    reads: ClassVar[tuple[str, ...]] = (SERVICES, INSTANCES, ROLLOUTS, *OBSERVED)
+    reads: ClassVar[tuple[str, ...]] = (SERVICES, INSTANCES, ROLLOUTS, SCALE, *OBSERVED)
     writes: ClassVar[tuple[str, ...]] = (INSTANCES,)
 
     def __init__(self) -> None:
@@ -135,6 +136,7 @@ class InstanceController:
             if service is None:
                 deletes.update(inst.key for inst in have)
                 continue
+            service = effective_service(service, snapshot.get(SCALE + full))  # the autoscaler's count
             if replica_count(service) is None:
                 continue  # malformed (admission should have refused it): leave its instances alone
             rollout = snapshot.get(ROLLOUTS + full)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ccattler.engine.controllers.autoscale import AutoscaleController
 from ccattler.engine.controllers.endpoint import EndpointController
 from ccattler.engine.controllers.failure import FailureController
 from ccattler.engine.controllers.instance import InstanceController
@@ -25,12 +26,15 @@ class ControllerConfig:
     cluster_cidr: str = DEFAULT_CLUSTER_CIDR
     node_prefix: int = DEFAULT_NODE_PREFIX
     placement: PlanOptions | None = None
+    time_zone: str = "UTC"  # the cluster's: schedule windows of `scale` blocks
 
 
 def default_controllers(config: ControllerConfig | None = None) -> list[Controller]:
-    """Instance → failure → placement → network → endpoint: what `cca server` and `cca up` run."""
+    """Autoscaler → instance → failure → placement → network → endpoint: what `cca server`
+    and `cca up` run."""
     config = config or ControllerConfig()
     return [
+        AutoscaleController(config.time_zone),
         InstanceController(),
         FailureController(),
         PlacementController(config.placement),
