@@ -15,6 +15,7 @@ from ccattler.engine.controllers.failure import FailureController
 from ccattler.engine.controllers.instance import InstanceController
 from ccattler.engine.controllers.network import DEFAULT_CLUSTER_CIDR, DEFAULT_NODE_PREFIX, NetworkController
 from ccattler.engine.controllers.placement import PlacementController
+from ccattler.engine.netpolicy.controller import NetpolicyController
 from ccattler.engine.solve.placement.run import PlanOptions
 
 
@@ -28,7 +29,7 @@ class ControllerConfig:
 
 
 def default_controllers(config: ControllerConfig | None = None) -> list[Controller]:
-    """Instance → failure → placement → network → endpoint: what `cca server` and `cca up` run."""
+    """Instance → failure → placement → network → endpoint → netpolicy: what `cca server` and `cca up` run."""
     config = config or ControllerConfig()
     return [
         InstanceController(),
@@ -36,5 +37,6 @@ def default_controllers(config: ControllerConfig | None = None) -> list[Controll
         PlacementController(config.placement),
         NetworkController(config.cluster_cidr, config.node_prefix),
         EndpointController(),
+        NetpolicyController(),
     ]
 
