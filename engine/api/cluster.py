@@ -155,6 +155,16 @@ class ClusterService(WorkloadCalls):
         self._allow(call, "service.read", parse_service(request.target, _tenant(request)).full)
         return _json(explain_live(self.store, request.target))
 
+    def ExplainNetwork(self, request: api_pb2.ExplainNetworkRequest, call: Call) -> api_pb2.Json:
+        from ccattler.engine.api.netpolicy import explain_network_live
+
+        if not request.destination:
+            raise BadRequest("explain connection|service needs a destination service")
+        self._allow(call, "service.read", parse_service(request.destination.split(":", 1)[0],
+                                                        _tenant(request)).full)
+        return _json(explain_network_live(self.store, request.kind, request.source, request.destination,
+                                          _tenant(request)))
+
     # --- reading ---------------------------------------------------------------------------------
 
     def Get(self, request: api_pb2.GetRequest, call: Call) -> api_pb2.Json:

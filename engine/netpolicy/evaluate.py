@@ -64,7 +64,8 @@ def decode_policy(symbols: Iterable[Symbol]) -> Policy:
         if name == "guarded" and len(args) == 2:
             guarded[args[0].string].append(_name(to_python(args[1])))
         elif name in ("allowed", "denied") and len(args) == 5:
-            tuple_ = Allowed(args[1].string, args[2].number, _name(to_python(args[3])), _name(to_python(args[4])))
+            tuple_ = Allowed(args[1].string, args[2].number, _name(to_python(args[3])),
+                             _name(to_python(args[4])))
             (allowed if name == "allowed" else denied)[args[0].string].append(tuple_)
         elif name == "lint" and len(args) == 3:
             lints.append((_name(to_python(args[0])), _name(to_python(args[1])),

@@ -78,6 +78,10 @@ def explain_connection(values: Mapping[str, Any], source: str, destination: str,
             "lines": lines}
 
 
+def _tuple_json(t: Any) -> dict[str, Any]:
+    return {"from": t.source, "port": t.port, "protocol": t.protocol, "rule": t.rule}
+
+
 def _tuple_text(t: Any) -> str:
     return f"{t.source} port {t.port or 'any'}/{t.protocol}"
 
@@ -99,6 +103,5 @@ def explain_service(values: Mapping[str, Any], identity: str) -> dict[str, Any]:
         if not allowed:
             lines.append("  nothing is allowed in")
     return {"identity": identity, "open": not named, "named_by": list(named),
-            "allowed": [{"from": t.source, "port": t.port, "protocol": t.protocol, "rule": t.rule} for t in allowed],
-            "denied": [{"from": t.source, "port": t.port, "protocol": t.protocol, "rule": t.rule} for t in denied],
+            "allowed": [_tuple_json(t) for t in allowed], "denied": [_tuple_json(t) for t in denied],
             "lines": lines}

@@ -36,7 +36,8 @@ def rule_facts(rule_id: str, doc: Mapping[str, Any]) -> list[Symbol]:
     action, src, dst = doc.get("action"), selector(str(doc.get("from", ""))), selector(str(doc.get("to", "")))
     if action not in ("allow", "deny") or src is None or dst is None:
         return []
-    facts = [atom("rule", rule_id, Const(action)), atom("rule_from", rule_id, src), atom("rule_to", rule_id, dst)]
+    facts = [atom("rule", rule_id, Const(action)), atom("rule_from", rule_id, src),
+             atom("rule_to", rule_id, dst)]
     if isinstance(doc.get("port"), int):
         facts.append(atom("rule_port", rule_id, doc["port"]))
     if doc.get("protocol") in PROTOCOLS:
