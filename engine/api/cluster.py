@@ -125,7 +125,9 @@ class ClusterService(WorkloadCalls):
         sources, reader = wire_sources(request)
         diff = admission.diff_sources(self.store, call.principal, sources, tenant=_tenant(request),
                                       reader=reader)
-        return _json(diff)
+        from ccattler.engine.api.netpolicy import diff_connections
+
+        return _json(_plain(diff) | {"connections": diff_connections(self.store, diff)})
 
     def Delete(self, request: api_pb2.DeleteRequest, call: Call) -> api_pb2.Json:
         tenant = _tenant(request)

@@ -27,3 +27,19 @@ def explain_network_live(store: Store, kind: str, source: str, destination: str,
         dst, port, protocol = parse_endpoint(destination, tenant)
         return explain_connection(values, src, dst, port, protocol)
     raise InvalidValue(f"unknown network explain kind {kind!r} (connection or service)")
+
+
+def diff_connections(store: Store, diff: Any) -> dict[str, list[Any]]:
+    """Which connections applying `diff` (an admission Diff) would open or close."""
+    from ccattler.engine.netpolicy.effect import connection_changes
+
+    before = dict(read_snapshot(store, NETPOLICY_PREFIXES).values)
+    after = dict(before)
+    for change in (*diff.added, *diff.changed):
+        if change.ref.key.startswith(NETPOLICY_PREFIXES) and change.new is not None:
+            after[change.ref.key] = change.new
+    for change in diff.removed:
+        after.pop(change.ref.key, None)
+    if not any(k.startswith("desired/network/") for k in (*before, *after)):
+        return {"opened": [], "closed": []}  # no rule anywhere: everything stays open
+    return connection_changes(before, after)

@@ -31,3 +31,32 @@ def test_explain_connection_and_service(cli_cluster, tmp_path):
     assert "allow payments/checkout port 5432/any" in service.output
     bad = cli_cluster.cca("explain", "connection", "frontend/web", "nowhere/x:80")
     assert bad.exit_code == 1 and "no service 'nowhere/x'" in bad.output
+
+
+def test_diff_prints_connections_a_change_opens_or_closes(cli_cluster, tmp_path):
+    (tmp_path / "shop.cca").write_text(SHOP)
+    assert cli_cluster.cca("apply", str(tmp_path / "shop.cca")).exit_code == 0
+    changed = SHOP.replace("    deny frontend/web -> payments/database\n",
+                           "    allow frontend/web -> payments/database port 5432 tcp\n")
+    (tmp_path / "shop.cca").write_text(changed)
+    diff = cli_cluster.cca("diff", str(tmp_path / "shop.cca"))
+    assert diff.exit_code == 0, diff.output
+    assert "+ connection frontend/web -> payments/database:5432/tcp" in diff.output
+    wide = SHOP.replace("    deny frontend/web -> payments/database\n", "")
+    wide = wide.replace("payments/database port 5432", "payments/checkout port 443")
+    (tmp_path / "shop.cca").write_text(wide)
+    diff = cli_cluster.cca("diff", str(tmp_path / "shop.cca"), "-o", "json")
+    connections = json.loads(diff.output)["connections"]
+    assert {"from": "*", "to": "payments/database", "port": 0, "protocol": "any"} in connections["opened"]
+    assert connections["closed"][0]["to"] == "payments/checkout"
+
+
+def test_plan_shows_the_policy_effect(tmp_path):
+    from typer.testing import CliRunner
+
+    from ccattler.cli.main import app
+
+    (tmp_path / "shop.cca").write_text(SHOP + "node n1 { capacity { cpu 8  memory 16Gi } }\n")
+    result = CliRunner().invoke(app, ["plan", str(tmp_path / "shop.cca")])
+    assert result.exit_code == 0, result.output
+    assert "payments/database: default deny; allows payments/checkout:5432/any" in result.output
