@@ -60,3 +60,27 @@ def test_plan_shows_the_policy_effect(tmp_path):
     result = CliRunner().invoke(app, ["plan", str(tmp_path / "shop.cca")])
     assert result.exit_code == 0, result.output
     assert "payments/database: default deny; allows payments/checkout:5432/any" in result.output
+
+
+ISOLATION = """% no tenant reaches another tenant's services unless the target exports to it
+policy_deny("tenant-isolation", S, D) :- says(allow, D, S, _, _, _), identity(S, TS), identity(D, TD),
+    TS != TD, not export(TD, TS).
+"""
+
+
+def test_policy_apply_netpolicy_extension(cli_cluster, tmp_path):
+    shop = SHOP.replace("network {\n", "network {\n    allow * -> payments/checkout port 443\n")
+    (tmp_path / "shop.cca").write_text(shop)
+    assert cli_cluster.cca("apply", str(tmp_path / "shop.cca")).exit_code == 0
+    before = cli_cluster.cca("explain", "connection", "frontend/web", "payments/checkout:443")
+    assert "allowed" in before.output
+    (tmp_path / "iso.lp").write_text(ISOLATION)
+    applied = cli_cluster.cca("policy", "apply", str(tmp_path / "iso.lp"), "--program", "netpolicy")
+    assert applied.exit_code == 0, applied.output
+    after = cli_cluster.cca("explain", "connection", "frontend/web", "payments/checkout:443")
+    assert "denied" in after.output and "tenant-isolation" in after.output
+    # admission ignores it: applying services still works
+    assert cli_cluster.cca("apply", str(tmp_path / "shop.cca")).exit_code == 0
+    (tmp_path / "bad.lp").write_text('policy_deny("x", S, D) :- servce(S), identity(D, _).\n')
+    bad = cli_cluster.cca("policy", "apply", str(tmp_path / "bad.lp"), "--program", "netpolicy")
+    assert bad.exit_code == 1 and "bad.lp:1" in bad.output and "unknown predicate servce/1" in bad.output
