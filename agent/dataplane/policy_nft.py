@@ -12,8 +12,10 @@ Same-bridge traffic reaches the inet forward hook only with `net.bridge.bridge-n
 in the node's network namespace (`ensure_bridge_filtering`); traffic from other nodes (overlay)
 and through VIPs (DNAT happens before forward, the source address is kept) is routed into the bridge.
 
-Every change is one `nft -f -` transaction that replaces the table (atomic: a bad batch leaves the
-old table). Revocation: after a change, the conntrack entries towards each local address whose
+Every change is one `nft -f -` transaction (atomic: a bad batch leaves the old state): the first
+replaces the table, later ones carry only the difference (set elements, one chain per changed
+destination), so a grant or a relabel costs a few elements, not the whole table.
+Revocation: after a change, the conntrack entries towards each local address whose
 policy changed are listed and the ones the new policy no longer allows are deleted (`conntrack -D`),
 so established flows of a revoked pair end too. Fail closed: `admit(identity, ip)` puts a new
 instance's address under its identity's policy before the agent starts its process.
@@ -104,6 +106,56 @@ def render(table: str, gateway: str | None, state: PolicySet) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _mentioned(state: PolicySet) -> set[str]:
+    return set(state.identities) | {s for p in state.policies.values() for s, _, _ in p.allowed}
+
+
+def _set_line(identity: str, addresses: frozenset[str]) -> str:
+    elements = f" elements = {{ {', '.join(sorted(addresses))} }};" if addresses else ""
+    return f"add set inet {{t}} i_{_h(identity)} {{{{ type ipv4_addr; comment \"{identity}\";{elements} }}}}"
+
+
+def render_delta(table: str, old: PolicySet, new: PolicySet) -> str:
+    """The nft script that turns `old` into `new` element by element and chain by chain (one
+    transaction): a relabel or a grant touches a few elements or one chain, not the table."""
+    out: list[str] = []
+    was, now = _mentioned(old), _mentioned(new)
+    for identity in sorted(now - was):
+        out.append(_set_line(identity, new.identities.get(identity, frozenset())).format(t=table))
+    for identity in sorted(now & was):
+        before, after = old.identities.get(identity, frozenset()), new.identities.get(identity, frozenset())
+        name = f"i_{_h(identity)}"
+        if after - before:
+            out.append(f"add element inet {table} {name} {{ {', '.join(sorted(after - before))} }}")
+        if before - after:
+            out.append(f"delete element inet {table} {name} {{ {', '.join(sorted(before - after))} }}")
+    for destination, ingress in sorted(new.policies.items()):
+        name = _h(destination)
+        previous = old.policies.get(destination)
+        if previous is None:
+            out.append(f"add counter inet {table} drop_{name} {{ comment \"{destination}\"; }}")
+            out.append(f"add chain inet {table} d_{name}")
+        if previous is None or previous.allowed != ingress.allowed:
+            out.append(f"flush chain inet {table} d_{name}")
+            out += [f"add rule inet {table} d_{name} {_rule(*t)}" for t in sorted(ingress.allowed)]
+            out.append(f"add rule inet {table} d_{name} counter name drop_{name} drop")
+    jumps_old = {ip: d for d, p in old.policies.items() for ip in p.local_ips}
+    jumps_new = {ip: d for d, p in new.policies.items() for ip in p.local_ips}
+    gone = sorted(ip for ip in jumps_old if jumps_new.get(ip) != jumps_old[ip])
+    if gone:
+        out.append(f"delete element inet {table} guarded {{ {', '.join(gone)} }}")
+    added = sorted(ip for ip in jumps_new if jumps_old.get(ip) != jumps_new[ip])
+    if added:
+        out.append(f"add element inet {table} guarded {{ "
+                   + ", ".join(f"{ip} : jump d_{_h(jumps_new[ip])}" for ip in added) + " }")
+    for destination in sorted(set(old.policies) - set(new.policies)):
+        out.append(f"delete chain inet {table} d_{_h(destination)}")
+        out.append(f"delete counter inet {table} drop_{_h(destination)}")
+    for identity in sorted(was - now):
+        out.append(f"delete set inet {table} i_{_h(identity)}")
+    return "\n".join(out) + "\n"
+
+
 class PolicyTables:
     """One node's policy table for bridge `bridge` (gateway: the bridge address, host and DNS)."""
 
@@ -113,6 +165,7 @@ class PolicyTables:
         self._run = run
         self.state = PolicySet({}, {})
         self.transactions = 0
+        self.replaced = 0  # full-table transactions (first apply, or repair after drift)
 
     def ensure_bridge_filtering(self) -> None:
         """Bridged (same-node) IPv4 traffic passes the inet forward hook (per network namespace)."""
@@ -123,11 +176,21 @@ class PolicyTables:
         new = PolicySet(dict(identities), dict(policies))
         if new == self.state:
             return
-        old, script = self.state, render(self.table, self.gateway, new)
-        self._run(["nft", "-f", "-"], script)
+        old = self.state
+        if self.transactions:
+            try:
+                self._run(["nft", "-f", "-"], render_delta(self.table, old, new))
+            except PolicyError:  # the kernel drifted from what we programmed: replace the table
+                self._replace(new)
+        else:  # first apply (or after a restart): replace whatever is there
+            self._replace(new)
         self.transactions += 1
         self.state = new
         self._cut_revoked(old, new)
+
+    def _replace(self, state: PolicySet) -> None:
+        self._run(["nft", "-f", "-"], render(self.table, self.gateway, state))
+        self.replaced += 1
 
     def admit(self, identity: str, ip: str) -> None:
         """Fail closed: before an instance of `identity` at `ip` starts, its address is under its

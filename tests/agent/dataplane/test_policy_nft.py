@@ -127,6 +127,7 @@ def test_allowed_denied_established_and_revocation(node):
     poke(client)
     assert client.stdout.readline().strip() == "cut"
     assert not connects(ns["a"])
+    assert tables.transactions == 3 and tables.replaced == 1  # later changes were deltas
 
 
 def test_identity_relabel_changes_only_address_sets_and_gateway_is_reachable(node):
@@ -150,7 +151,7 @@ def test_admit_puts_a_new_address_under_policy_before_start(node):
     assert connects(ns["x"])  # 10.77.1.2 not yet known as shop/db: not policed
     tables.admit("shop/db", "10.77.1.2")
     assert not connects(ns["x"]) and connects(ns["a"])
-    assert tables.transactions == 2
+    assert tables.transactions == 2 and tables.replaced == 1
 
 
 def test_render_is_one_transaction_and_state_from_document():
