@@ -55,3 +55,9 @@ def plan(
         typer.echo(json.dumps(report.to_json(), indent=2))
     else:
         Console().print(report)
+        from ccattler.engine.netpolicy.effect import summary_lines
+
+        network = summary_lines(facts) if any(k.startswith("desired/network/") for k in facts) else []
+        if network:
+            typer.echo("\nnetwork policy:")
+            typer.echo("\n".join(f"  {line}" for line in network))

@@ -17,13 +17,19 @@ app = typer.Typer(help="Operator policies written as logic (.lp).", no_args_is_h
 @reports_errors
 def apply(file: Annotated[Path, typer.Argument(help="A .lp policy file.", exists=True, dir_okay=False)],
           name: Annotated[str | None, typer.Option("--name", help="Name (default: file stem).")] = None,
+          program: Annotated[str, typer.Option("--program", help="admission, or netpolicy (an extension "
+                                               "loaded after rules/netpolicy.lp).")] = "admission",
           context: ContextOpt = None, server: ServerOpt = None, token: TokenOpt = None) -> None:
     """Validate and store a policy (it must ground against the admission vocabulary)."""
     from ccattler.engine.api.gen.ccattler.v1 import api_pb2
+    from ccattler.engine.netpolicy.extensions import with_directive
 
+    if program not in ("admission", "netpolicy"):
+        raise typer.BadParameter(f"expected admission or netpolicy, got {program!r}", param_hint="--program")
     policy = name or file.stem
+    text = file.read_text() if program == "admission" else with_directive(file.read_text(), program)
     with client(context, server, token) as api:
-        result = api.json("PolicyApply", api_pb2.PolicyRequest(name=policy, text=file.read_text()))
+        result = api.json("PolicyApply", api_pb2.PolicyRequest(name=policy, text=text))
     verb = "created" if result.get("added") else "configured" if result.get("changed") else "unchanged"
     typer.echo(f"policy {policy} {verb}")
 

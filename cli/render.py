@@ -104,8 +104,19 @@ def diff_report(diff: dict[str, Any]) -> None:
         typer.secho(f"- {change['ref']['display']}", fg="red")
     for denial in diff.get("denials", []):
         typer.echo(f"would be denied by {denial['policy']} [{denial['code']}]: {denial['message']}", err=True)
+    connections = diff.get("connections") or {}
+    for entry in connections.get("opened", []):
+        typer.secho(f"+ connection {_describe(entry)}", fg="green")
+    for entry in connections.get("closed", []):
+        typer.secho(f"- connection {_describe(entry)}", fg="red")
     if not (diff.get("added") or diff.get("changed") or diff.get("removed")):
         typer.echo("no changes")
+
+
+def _describe(entry: dict[str, Any]) -> str:
+    from ccattler.engine.netpolicy.effect import describe
+
+    return describe(entry)
 
 
 def plan_report(plan: dict[str, Any]) -> None:

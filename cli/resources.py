@@ -88,11 +88,23 @@ def diff(files: Files, values: ValuesOpt = None, set_: SetOpt = None, set_from_e
 
 
 @reports_errors
-def explain(target: Annotated[str, typer.Argument(help="Service or instance (tenant/name).")],
+def explain(target: Annotated[str, typer.Argument(help="Service or instance (tenant/name), or "
+                                                    "`connection SRC DST:PORT/PROTO` / `service ID`.")],
+            more: Annotated[list[str] | None, typer.Argument(help="The network explain's names.")] = None,
             output: OutputOpt = "table", tenant: TenantOpt = "", context: ContextOpt = None,
             server: ServerOpt = None, token: TokenOpt = None) -> None:
-    """Why a service runs where it does, why not elsewhere, and what blocks unplaced replicas."""
+    """Why a service runs where it does, why not elsewhere, and what blocks unplaced replicas;
+    `explain connection` / `explain service`: who may reach whom, and the deciding rule."""
     from ccattler.engine.api.gen.ccattler.v1 import api_pb2
+
+    if more:
+        from ccattler.cli.netpolicy import KINDS, explain_network
+
+        if target not in KINDS:
+            raise typer.BadParameter(
+                f"explain takes one name, or `connection SRC DST` / `service ID` (got {target!r})")
+        explain_network(target, more, output, tenant, context, server, token)
+        return
 
     with client(context, server, token) as api:
         answer = api.json("Explain", api_pb2.ExplainRequest(target=target, tenant=tenant))

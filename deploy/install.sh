@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 SYSTEM_PACKAGES=(etcd-server etcd-client runc busybox-static iproute2 nftables libnftables1
-                 iputils-ping skopeo docker-registry e2fsprogs)
+                 iputils-ping skopeo docker-registry e2fsprogs conntrack)
 
 missing=()
 for p in "${SYSTEM_PACKAGES[@]}"; do

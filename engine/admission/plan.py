@@ -54,7 +54,8 @@ def read_state(store: Store, prefixes: tuple[str, ...] = ("desired/",)) -> State
             docs[fact.key] = fact.value
             mods[fact.key] = fact.mod_revision
     policies = tuple(
-        (docs[key]["name"], docs[key]["text"]) for key in sorted(docs) if key.startswith("desired/lp/")
+        (docs[key]["name"], docs[key]["text"]) for key in sorted(docs)
+        if key.startswith("desired/lp/") and docs[key].get("program", "admission") == "admission"
     )
     return State(revision, docs, mods, policies)
 

@@ -77,9 +77,15 @@ def apply_policy(
     store: Store, principal: Principal, name: str, text: str, *, dry_run: bool = False
 ) -> ApplyResult:
     """Validate and store operator policy `name` (needs policy.create or policy.update)."""
+    from ccattler.engine.netpolicy.extensions import program_of, validate_extension
+
     key = desired_key("lp", name)
-    validate_policy(name, text)
     doc = {"kind": "lp", "name": name, "source": f"{name}.lp", "text": text}
+    if program_of(text) == "netpolicy":  # loaded after rules/netpolicy.lp, not by admission
+        validate_extension(name, text)
+        doc["program"] = "netpolicy"
+    else:
+        validate_policy(name, text)
 
     def make_plan(state: State) -> Plan:
         return plan_changes(state, principal, {key: doc}, f"policy apply {name}")

@@ -125,7 +125,9 @@ class ClusterService(WorkloadCalls):
         sources, reader = wire_sources(request)
         diff = admission.diff_sources(self.store, call.principal, sources, tenant=_tenant(request),
                                       reader=reader)
-        return _json(diff)
+        from ccattler.engine.api.netpolicy import diff_connections
+
+        return _json(_plain(diff) | {"connections": diff_connections(self.store, diff)})
 
     def Delete(self, request: api_pb2.DeleteRequest, call: Call) -> api_pb2.Json:
         tenant = _tenant(request)
@@ -154,6 +156,16 @@ class ClusterService(WorkloadCalls):
             raise BadRequest("explain needs a service or instance name")
         self._allow(call, "service.read", parse_service(request.target, _tenant(request)).full)
         return _json(explain_live(self.store, request.target))
+
+    def ExplainNetwork(self, request: api_pb2.ExplainNetworkRequest, call: Call) -> api_pb2.Json:
+        from ccattler.engine.api.netpolicy import explain_network_live
+
+        if not request.destination:
+            raise BadRequest("explain connection|service needs a destination service")
+        self._allow(call, "service.read", parse_service(request.destination.split(":", 1)[0],
+                                                        _tenant(request)).full)
+        return _json(explain_network_live(self.store, request.kind, request.source, request.destination,
+                                          _tenant(request)))
 
     # --- reading ---------------------------------------------------------------------------------
 

@@ -15,6 +15,7 @@ from ccattler.engine.controllers.failure import FailureController
 from ccattler.engine.controllers.instance import InstanceController
 from ccattler.engine.controllers.network import DEFAULT_CLUSTER_CIDR, DEFAULT_NODE_PREFIX, NetworkController
 from ccattler.engine.facts.snapshot import Controller
+from ccattler.engine.netpolicy.controller import NetpolicyController
 from ccattler.engine.placement.controller import PlacementController
 from ccattler.engine.placement.run import PlanOptions
 
@@ -30,8 +31,8 @@ class ControllerConfig:
 
 
 def default_controllers(config: ControllerConfig | None = None) -> list[Controller]:
-    """Autoscaler → instance → failure → placement → network → endpoint: what `cca server`
-    and `cca up` run."""
+    """Autoscaler → instance → failure → placement → network → endpoint → netpolicy: what
+    `cca server` and `cca up` run."""
     config = config or ControllerConfig()
     return [
         AutoscaleController(config.time_zone),
@@ -40,5 +41,6 @@ def default_controllers(config: ControllerConfig | None = None) -> list[Controll
         PlacementController(config.placement),
         NetworkController(config.cluster_cidr, config.node_prefix),
         EndpointController(),
+        NetpolicyController(),
     ]
 

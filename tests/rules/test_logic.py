@@ -26,3 +26,10 @@ def test_placement_rules_all_exercised():
     report = run(placement)
     assert not report.failed
     assert [f"{r.line}: {r.text}" for r in report.uncovered] == []
+
+
+def test_netpolicy_rules_all_exercised():
+    netpolicy = [f for f in FILES if f.program.stem == "netpolicy"]
+    report = run(netpolicy)
+    assert not report.failed
+    assert [f"{r.line}: {r.text}" for r in report.uncovered] == []

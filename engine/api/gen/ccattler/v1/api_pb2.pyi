@@ -393,3 +393,15 @@ class TunnelDown(_message.Message):
     cancel: bool
     resize: WindowSize
     def __init__(self, session: _Optional[int] = ..., open: _Optional[str] = ..., request_json: _Optional[str] = ..., stdin: _Optional[bytes] = ..., stdin_closed: _Optional[bool] = ..., cancel: _Optional[bool] = ..., resize: _Optional[_Union[WindowSize, _Mapping]] = ...) -> None: ...
+
+class ExplainNetworkRequest(_message.Message):
+    __slots__ = ("kind", "source", "destination", "tenant")
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    DESTINATION_FIELD_NUMBER: _ClassVar[int]
+    TENANT_FIELD_NUMBER: _ClassVar[int]
+    kind: str
+    source: str
+    destination: str
+    tenant: str
+    def __init__(self, kind: _Optional[str] = ..., source: _Optional[str] = ..., destination: _Optional[str] = ..., tenant: _Optional[str] = ...) -> None: ...

@@ -179,6 +179,11 @@ class ClusterStub:
                 request_serializer=ccattler_dot_v1_dot_api__pb2.GetRequest.SerializeToString,
                 response_deserializer=ccattler_dot_v1_dot_api__pb2.Json.FromString,
                 _registered_method=True)
+        self.ExplainNetwork = channel.unary_unary(
+                '/ccattler.v1.Cluster/ExplainNetwork',
+                request_serializer=ccattler_dot_v1_dot_api__pb2.ExplainNetworkRequest.SerializeToString,
+                response_deserializer=ccattler_dot_v1_dot_api__pb2.Json.FromString,
+                _registered_method=True)
 
 
 class ClusterServicer:
@@ -360,6 +365,13 @@ class ClusterServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ExplainNetwork(self, request, context):
+        """`cca explain connection|service`: network policy verdicts on live state (nothing written).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ClusterServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -506,6 +518,11 @@ def add_ClusterServicer_to_server(servicer, server):
             'NodeInspect': grpc.unary_unary_rpc_method_handler(
                     servicer.NodeInspect,
                     request_deserializer=ccattler_dot_v1_dot_api__pb2.GetRequest.FromString,
+                    response_serializer=ccattler_dot_v1_dot_api__pb2.Json.SerializeToString,
+            ),
+            'ExplainNetwork': grpc.unary_unary_rpc_method_handler(
+                    servicer.ExplainNetwork,
+                    request_deserializer=ccattler_dot_v1_dot_api__pb2.ExplainNetworkRequest.FromString,
                     response_serializer=ccattler_dot_v1_dot_api__pb2.Json.SerializeToString,
             ),
     }
@@ -1291,6 +1308,33 @@ class Cluster:
             target,
             '/ccattler.v1.Cluster/NodeInspect',
             ccattler_dot_v1_dot_api__pb2.GetRequest.SerializeToString,
+            ccattler_dot_v1_dot_api__pb2.Json.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ExplainNetwork(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ccattler.v1.Cluster/ExplainNetwork',
+            ccattler_dot_v1_dot_api__pb2.ExplainNetworkRequest.SerializeToString,
             ccattler_dot_v1_dot_api__pb2.Json.FromString,
             options,
             channel_credentials,

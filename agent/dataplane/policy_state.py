@@ -1,0 +1,34 @@
+"""`derived/firewall/<node>` (the network-policy controller's document) → the data plane contract's
+`DataPlaneState.identities` and `.policies` (agent/dataplane/base.py).
+
+Only default-deny identities appear in `policies`; an identity the document does not police is open.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ccattler.agent.dataplane.base import PolicyIngress
+
+_PROTOCOLS = ("tcp", "udp", "any")
+
+
+def policy_state(doc: Mapping[str, Any] | None) -> tuple[dict[str, frozenset[str]], dict[str, PolicyIngress]]:
+    """(identity → all its addresses, identity → its ingress rules) of one firewall document; a
+    missing or malformed document polices nothing."""
+    if not isinstance(doc, Mapping):
+        return {}, {}
+    identities = {str(i): frozenset(str(a) for a in addrs)
+                  for i, addrs in (doc.get("identities") or {}).items() if isinstance(addrs, list)}
+    policies = {}
+    for identity, entry in (doc.get("policies") or {}).items():
+        if not isinstance(entry, Mapping):
+            continue
+        allowed = frozenset((str(t["from"]), int(t.get("port") or 0), str(t.get("protocol") or "any"))
+                            for t in entry.get("allowed") or []
+                            if isinstance(t, Mapping) and t.get("from") and
+                            (t.get("protocol") or "any") in _PROTOCOLS)
+        local = frozenset(str(a) for a in entry.get("local") or [])
+        policies[str(identity)] = PolicyIngress(str(identity), local, allowed)
+    return identities, policies

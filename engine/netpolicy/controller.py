@@ -1,0 +1,140 @@
+"""The network-policy controller: rules/netpolicy.lp's answer → `derived/firewall/<node>`.
+
+A node's document covers the default-deny identities with an instance on that node: their allowed
+(source identity, port, protocol) tuples and, for every identity those tuples or the node's
+instances mention, its addresses cluster-wide (from `derived/network/ip/`). Open identities need
+nothing: the data plane leaves them alone.
+
+Incremental: the logic is solved again only when what it reads changes (services' identities and
+ports, network rules, netpolicy extensions); an address change (an instance placed, moved, gone)
+rewrites only the documents that mention its identity. A document is rewritten only when its
+content changes.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+from ccattler.engine.facts.snapshot import ChangeSet, Snapshot, changed_keys
+from ccattler.engine.netpolicy.evaluate import Policy, evaluate
+from ccattler.engine.netpolicy.facts import EXTENSIONS, RULES, SERVICES, policy_inputs
+
+ADDRESSES = "derived/network/ip/"
+FIREWALL = "derived/firewall/"
+
+
+def node_document(node: str, policy: Policy, local: Mapping[str, set[str]],
+                  addresses: Mapping[str, Mapping[str, tuple[str, str]]]) -> dict[str, Any] | None:
+    """The firewall document of `node` (local: identity → its addresses on the node), or None when
+    no default-deny identity runs there."""
+    policies: dict[str, Any] = {}
+    mentioned: set[str] = set()
+    for identity in sorted(local):
+        if identity not in policy.guarded:
+            continue
+        allowed = policy.allowed.get(identity, ())
+        policies[identity] = {
+            "local": sorted(local[identity]),
+            "named_by": list(policy.guarded[identity]),
+            "allowed": [{"from": t.source, "port": t.port, "protocol": t.protocol, "rule": t.rule}
+                        for t in allowed],
+        }
+        mentioned.add(identity)
+        mentioned.update(t.source for t in allowed)
+    if not policies:
+        return None
+    identities = {i: sorted({ip for _, ip in addresses.get(i, {}).values()}) for i in sorted(mentioned)}
+    return {"node": node, "identities": identities, "policies": policies}
+
+
+class NetpolicyController:
+    """Writes one firewall document per node that runs a default-deny identity."""
+
+    name: ClassVar[str] = "netpolicy"
+    reads: ClassVar[tuple[str, ...]] = (SERVICES, RULES, EXTENSIONS, ADDRESSES, FIREWALL)
+    writes: ClassVar[tuple[str, ...]] = (FIREWALL,)
+
+    def __init__(self) -> None:
+        self._seen: Mapping[str, Any] | None = None
+        self._inputs: tuple[Any, ...] | None = None
+        self.policy = Policy()
+        self.solves = 0  # how often the logic ran (tests check incrementality)
+        self._addr: dict[str, dict[str, tuple[str, str]]] = defaultdict(dict)  # identity → inst → (node, ip)
+        self._where: dict[str, tuple[str, str]] = {}  # inst key → (identity, node)
+        self._sources_of: dict[str, set[str]] = {}  # source identity → guarded destinations naming it
+        self._unsettled: set[str] = set()  # nodes written last run (a commit may have failed)
+
+    def reconcile(self, snapshot: Snapshot, now: float) -> ChangeSet:
+        values = snapshot.values
+        full = self._seen is None
+        changed = list(values) if full else changed_keys(self._seen, values)
+        if full:
+            self._addr.clear()
+            self._where.clear()
+        self._seen = values
+        nodes: set[str] = set(self._unsettled)
+        identities: set[str] = set()
+        for key in changed:
+            if key.startswith(ADDRESSES):
+                identities.update(self._update_address(key, values.get(key), nodes))
+            elif key.startswith(FIREWALL):
+                nodes.add(key[len(FIREWALL):])
+        if any(k.startswith((SERVICES, RULES, EXTENSIONS)) for k in changed) or self._inputs is None:
+            inputs = policy_inputs(values)
+            if inputs != self._inputs:
+                self._inputs, self.policy = inputs, evaluate(values)
+                self.solves += 1
+                self._index_sources()
+                nodes.update(self._all_nodes(values))
+        for identity in identities:
+            for destination in {identity} | self._sources_of.get(identity, set()):
+                nodes.update(node for node, _ in self._addr.get(destination, {}).values())
+        return self._write(values, nodes)
+
+    def _update_address(self, key: str, doc: Any, nodes: set[str]) -> set[str]:
+        """Record one address document; the identities whose address sets changed."""
+        touched = set()
+        before = self._where.pop(key, None)
+        if before is not None:
+            self._addr[before[0]].pop(key, None)
+            touched.add(before[0])
+            nodes.add(before[1])
+        if isinstance(doc, dict) and doc.get("ip") and doc.get("node") and doc.get("service"):
+            identity, node = str(doc["service"]), str(doc["node"])
+            self._addr[identity][key] = (node, str(doc["ip"]))
+            self._where[key] = (identity, node)
+            touched.add(identity)
+            nodes.add(node)
+        return touched
+
+    def _index_sources(self) -> None:
+        self._sources_of = defaultdict(set)
+        for destination, tuples in self.policy.allowed.items():
+            for t in tuples:
+                self._sources_of[t.source].add(destination)
+
+    def _all_nodes(self, values: Mapping[str, Any]) -> set[str]:
+        nodes = {node for _, node in self._where.values()}
+        nodes.update(key[len(FIREWALL):] for key in values if key.startswith(FIREWALL))
+        return nodes
+
+    def _write(self, values: Mapping[str, Any], nodes: set[str]) -> ChangeSet:
+        local: dict[str, dict[str, set[str]]] = {n: defaultdict(set) for n in nodes}
+        for identity, entries in self._addr.items():
+            for node, ip in entries.values():
+                if node in local:
+                    local[node][identity].add(ip)
+        puts: dict[str, Any] = {}
+        deletes = set()
+        for node in nodes:
+            key = FIREWALL + node
+            doc = node_document(node, self.policy, local[node], self._addr)
+            if doc is None:
+                if key in values:
+                    deletes.add(key)
+            elif values.get(key) != doc:
+                puts[key] = doc
+        self._unsettled = {k[len(FIREWALL):] for k in (*puts, *deletes)}
+        return ChangeSet(puts, frozenset(deletes))

@@ -1,0 +1,78 @@
+"""Solve rules/netpolicy.lp (plus extensions) over a snapshot's facts and decode the policy.
+
+The program is stratified: the first model is the only one, no optimisation runs.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from clingo import Symbol
+
+from ccattler.engine.netpolicy.facts import extension_texts, snapshot_facts
+from ccattler.engine.solve import Session, SolveOptions, load_program, to_python
+
+SOLVE_OPTIONS = SolveOptions(conflicts=10_000, wall_seconds=60.0, optimize=False)
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class Allowed:
+    """One accepted tuple into a destination: source identity, port (0 = any), protocol (tcp|udp|any)."""
+
+    source: str
+    port: int
+    protocol: str
+    rule: str
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    """The answer set, by destination identity."""
+
+    guarded: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # D → rules naming it
+    allowed: Mapping[str, tuple[Allowed, ...]] = field(default_factory=dict)  # D → tuples (guarded D only)
+    denied: Mapping[str, tuple[Allowed, ...]] = field(default_factory=dict)  # D → denying tuples
+    lints: tuple[tuple[str, str, tuple[Any, ...]], ...] = ()  # (rule, code, args)
+    verdicts: tuple[Symbol, ...] = ()  # reject/4 and accept/3 of explained connections
+
+
+def _name(value: object) -> str:
+    return str(value)
+
+
+def evaluate(values: Mapping[str, Any], extra: Iterable[Symbol] = (),
+             extensions: Iterable[tuple[str, str]] | None = None) -> Policy:
+    """The policy of a snapshot's values; `extra` adds facts (e.g. `connection/4` to explain)."""
+    program = load_program("netpolicy").with_texts(
+        extension_texts(values) if extensions is None else extensions)
+    session = Session(program, SOLVE_OPTIONS)
+    session.add_facts([*snapshot_facts(values), *extra])
+    session.ground()
+    return decode_policy(session.solve().symbols)
+
+
+def decode_policy(symbols: Iterable[Symbol]) -> Policy:
+    guarded: dict[str, list[str]] = defaultdict(list)
+    allowed: dict[str, list[Allowed]] = defaultdict(list)
+    denied: dict[str, list[Allowed]] = defaultdict(list)
+    lints, verdicts = [], []
+    for sym in symbols:
+        name, args = sym.name, sym.arguments
+        if name == "guarded" and len(args) == 2:
+            guarded[args[0].string].append(_name(to_python(args[1])))
+        elif name in ("allowed", "denied") and len(args) == 5:
+            tuple_ = Allowed(args[1].string, args[2].number, _name(to_python(args[3])),
+                             _name(to_python(args[4])))
+            (allowed if name == "allowed" else denied)[args[0].string].append(tuple_)
+        elif name == "lint" and len(args) == 3:
+            lints.append((_name(to_python(args[0])), _name(to_python(args[1])),
+                          tuple(_name(a) for a in to_python(args[2]))))
+        elif name in ("reject", "accept"):
+            verdicts.append(sym)
+    return Policy({d: tuple(sorted(r)) for d, r in guarded.items()},
+                  {d: tuple(sorted(set(t))) for d, t in allowed.items() if d in guarded},
+                  {d: tuple(sorted(set(t))) for d, t in denied.items()},
+                  tuple(sorted(lints)), tuple(verdicts))

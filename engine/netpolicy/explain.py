@@ -1,0 +1,107 @@
+"""`cca explain connection` and `cca explain service`: the logic's verdicts in English.
+
+The verdict comes from rules/netpolicy.lp itself (`connection/4` in, `reject/4` / `accept/3` out);
+Python only picks the first deciding rule by id and formats it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from ccattler.engine.facts.errors import InvalidValue
+from ccattler.engine.netpolicy.evaluate import evaluate
+from ccattler.engine.netpolicy.facts import RULES, SERVICES
+from ccattler.engine.solve import Const, atom, to_python
+
+_ENDPOINT = re.compile(r"(?P<id>[^:/\s]+/[^:/\s]+)(?::(?P<port>\d+))?(?:/(?P<proto>tcp|udp))?\Z")
+
+
+def parse_endpoint(text: str, default_tenant: str = "default") -> tuple[str, int, str]:
+    """`payments/database:5432/tcp` → ("payments/database", 5432, "tcp"); `web` → default tenant,
+    port 0 (unspecified), tcp."""
+    if "/" not in text.split(":", 1)[0]:
+        text = f"{default_tenant}/{text}"
+    match = _ENDPOINT.match(text)
+    if not match:
+        raise InvalidValue(f"{text!r} is not an identity: expected tenant/service[:port[/tcp|udp]]")
+    port = int(match["port"] or 0)
+    if port > 65535:
+        raise InvalidValue(f"{text!r}: port {port} is outside 1-65535")
+    return match["id"], port, match["proto"] or "tcp"
+
+
+def rule_text(values: Mapping[str, Any], rule: str) -> str:
+    """`allow frontend/web -> payments/db port 5432 tcp` for a rule id; an extension's name as is."""
+    for key, doc in values.items():
+        if key.startswith(RULES) and key.rsplit("/", 1)[1] == rule and isinstance(doc, dict):
+            text = f"{doc.get('action')} {doc.get('from')} -> {doc.get('to')}"
+            if doc.get("port") is not None:
+                text += f" port {doc['port']}"
+            if doc.get("protocol"):
+                text += f" {doc['protocol']}"
+            source = f" ({doc['source']})" if doc.get("source") else ""
+            return f"rule {rule} `{text}`{source}"
+    return f"policy extension {rule!r}"
+
+
+def explain_connection(values: Mapping[str, Any], source: str, destination: str, port: int,
+                       protocol: str) -> dict[str, Any]:
+    """Allowed or denied, the deciding rule and why, for one connection."""
+    for name in (source, destination):
+        if SERVICES + name not in values:
+            raise InvalidValue(f"no service {name!r} (identities are services, tenant/name)")
+    policy = evaluate(values, [atom("connection", source, destination, port, Const(protocol))])
+    found: dict[str, list[str]] = {}
+    for sym in policy.verdicts:
+        args = sym.arguments
+        code = str(to_python(args[2]))
+        found.setdefault(code, []).append(str(to_python(args[1])))
+    order = ("denied_by_policy", "denied_by_rule", "allowed_by_rule", "default_deny", "open")
+    code = next(c for c in order if c in found)
+    rules = sorted(found[code])
+    what = f"{source} -> {destination}:{port or 'any'}/{protocol}"
+    allowed = code in ("allowed_by_rule", "open")
+    if code == "open":
+        why = f"open: no rule names {destination}"
+    elif code == "default_deny":
+        why = f"default deny: {destination} is named by {rule_text(values, rules[0])} and no rule allows this"
+    else:
+        verb = "allowed" if allowed else "denied"
+        why = f"{verb} by {rule_text(values, rules[0])}"
+    lines = [f"{what}: {'allowed' if allowed else 'denied'}", f"  {why}"]
+    also = "also named by" if code == "default_deny" else "also"
+    lines += [f"  {also}: {rule_text(values, r)}" for r in rules[1:]]
+    return {"source": source, "destination": destination, "port": port, "protocol": protocol,
+            "verdict": "allowed" if allowed else "denied", "code": code, "rules": rules,
+            "lines": lines}
+
+
+def _tuple_json(t: Any) -> dict[str, Any]:
+    return {"from": t.source, "port": t.port, "protocol": t.protocol, "rule": t.rule}
+
+
+def _tuple_text(t: Any) -> str:
+    return f"{t.source} port {t.port or 'any'}/{t.protocol}"
+
+
+def explain_service(values: Mapping[str, Any], identity: str) -> dict[str, Any]:
+    """Who may reach `identity`: open, or its allowed tuples and the denials, rule by rule."""
+    if SERVICES + identity not in values:
+        raise InvalidValue(f"no service {identity!r} (identities are services, tenant/name)")
+    policy = evaluate(values)
+    named = policy.guarded.get(identity, ())
+    allowed = policy.allowed.get(identity, ())
+    denied = policy.denied.get(identity, ())
+    if not named:
+        lines = [f"{identity}: open (no rule names it): every identity may reach it"]
+    else:
+        lines = [f"{identity}: default deny (named by {rule_text(values, named[0])})"]
+        lines += [f"  allow {_tuple_text(t)}  by {rule_text(values, t.rule)}" for t in allowed]
+        lines += [f"  deny  {_tuple_text(t)}  by {rule_text(values, t.rule)}" for t in denied]
+        if not allowed:
+            lines.append("  nothing is allowed in")
+    return {"identity": identity, "open": not named, "named_by": list(named),
+            "allowed": [_tuple_json(t) for t in allowed], "denied": [_tuple_json(t) for t in denied],
+            "lines": lines}

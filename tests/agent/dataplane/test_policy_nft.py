@@ -1,0 +1,174 @@
+"""Network policy in the kernel: a node network namespace with a bridge and three "instances"
+(own network namespaces on veths), nftables table cca_pol_<bridge> programmed by PolicyTables.
+
+Checks: allowed vs denied (dropped, counted), established flows pass, revoking an allow cuts a live
+connection (conntrack), the gateway (host, node-local DNS) stays reachable, and `admit` puts a new
+address under its identity's policy. Needs root, nft and conntrack; every name has a random suffix.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import subprocess
+import sys
+import time
+
+import pytest
+
+from ccattler.agent.dataplane.base import PolicyIngress
+from ccattler.agent.dataplane.policy_nft import PolicyTables, render, run_command
+from ccattler.agent.dataplane.policy_state import policy_state
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("nft") or not shutil.which("conntrack"),
+                                reason="needs root, nft and conntrack")
+
+SERVER = """
+import socket, threading
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("0.0.0.0", 5432)); s.listen(16)
+def serve(c):
+    while (data := c.recv(100)):
+        c.sendall(data)
+while True:
+    c, _ = s.accept(); threading.Thread(target=serve, args=(c,), daemon=True).start()
+"""
+
+CLIENT = """
+import socket, sys
+c = socket.create_connection((sys.argv[1], 5432), timeout=1.0)
+for line in sys.stdin:
+    try:
+        c.sendall(b"x"); print("ok" if c.recv(10) == b"x" else "bad", flush=True)
+    except OSError as e:
+        print("cut", flush=True)
+"""
+
+
+def sh(*argv, check=True):
+    done = subprocess.run(list(argv), capture_output=True, text=True, check=False)
+    if check and done.returncode != 0:
+        raise AssertionError(f"{argv}: {done.stderr.strip()}")
+    return done
+
+
+@pytest.fixture
+def node():
+    sfx = secrets.token_hex(3)
+    ns = {role: f"np{role}{sfx}" for role in ("n", "d", "a", "x")}
+    bridge = f"pb{sfx}"
+    procs = []
+    try:
+        for name in ns.values():
+            made = sh("ip", "netns", "add", name, check=False)
+            if "No space left on device" in made.stderr:  # the host's mount table is full, not us
+                pytest.skip(f"ip netns add: {made.stderr.strip()}")
+            assert made.returncode == 0, made.stderr
+        n = ns["n"]
+        sh("ip", "-n", n, "link", "add", bridge, "type", "bridge")
+        sh("ip", "-n", n, "addr", "add", "10.77.1.1/24", "dev", bridge)
+        sh("ip", "-n", n, "link", "set", bridge, "up")
+        sh("ip", "netns", "exec", n, "sysctl", "-q", "-w", "net.ipv4.ip_forward=1")
+        for i, role in enumerate(("d", "a", "x"), start=2):
+            host, peer = f"v{role}{sfx}", f"c{role}{sfx}"
+            sh("ip", "-n", n, "link", "add", host, "type", "veth", "peer", "name", peer, "netns", ns[role])
+            sh("ip", "-n", n, "link", "set", host, "master", bridge, "up")
+            sh("ip", "-n", ns[role], "addr", "add", f"10.77.1.{i}/24", "dev", peer)
+            sh("ip", "-n", ns[role], "link", "set", peer, "up")
+            sh("ip", "-n", ns[role], "link", "set", "lo", "up")
+            sh("ip", "-n", ns[role], "route", "add", "default", "via", "10.77.1.1")
+        procs.append(subprocess.Popen(["ip", "netns", "exec", ns["d"], sys.executable, "-c", SERVER]))
+        time.sleep(0.3)
+
+        def run(argv, stdin=None):
+            return run_command(["ip", "netns", "exec", n, *argv], stdin)
+
+        tables = PolicyTables(bridge, "10.77.1.1", run=run)
+        tables.ensure_bridge_filtering()
+        yield ns, tables, procs
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+        for name in ns.values():
+            sh("ip", "netns", "del", name, check=False)
+
+
+def connects(ns: str, ip: str = "10.77.1.2") -> bool:
+    probe = f"import socket; socket.create_connection(('{ip}', 5432), timeout=0.7).close()"
+    return sh("ip", "netns", "exec", ns, sys.executable, "-c", probe, check=False).returncode == 0
+
+
+def poke(client):
+    client.stdin.write("\n")
+    client.stdin.flush()
+
+
+def state(allowed):
+    identities = {"shop/db": frozenset({"10.77.1.2"}), "shop/api": frozenset({"10.77.1.3"}),
+                  "shop/other": frozenset({"10.77.1.4"})}
+    return identities, {"shop/db": PolicyIngress("shop/db", frozenset({"10.77.1.2"}), frozenset(allowed))}
+
+
+def test_allowed_denied_established_and_revocation(node):
+    ns, tables, procs = node
+    assert connects(ns["a"]) and connects(ns["x"])  # no policy: open
+    tables.apply(*state({("shop/api", 5432, "tcp")}))
+    assert connects(ns["a"])
+    assert not connects(ns["x"])  # dropped: timeout
+    assert tables.counters()["shop/db"] >= 1
+    client = subprocess.Popen(["ip", "netns", "exec", ns["a"], sys.executable, "-c", CLIENT, "10.77.1.2"],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    procs.append(client)
+    poke(client)
+    assert client.stdout.readline().strip() == "ok"
+    # an unrelated change (another identity allowed) keeps the established flow
+    tables.apply(*state({("shop/api", 5432, "tcp"), ("shop/other", 80, "tcp")}))
+    poke(client)
+    assert client.stdout.readline().strip() == "ok"
+    assert not connects(ns["x"])  # port 80 only
+    # revoke api → db: the live connection is cut, not only new ones
+    tables.apply(*state({("shop/other", 80, "tcp")}))
+    poke(client)
+    assert client.stdout.readline().strip() == "cut"
+    assert not connects(ns["a"])
+    assert tables.transactions == 3 and tables.replaced == 1  # later changes were deltas
+
+
+def test_identity_relabel_changes_only_address_sets_and_gateway_is_reachable(node):
+    ns, tables, _ = node
+    identities, policies = state({("shop/api", 0, "any")})
+    tables.apply(identities, policies)
+    assert connects(ns["a"]) and not connects(ns["x"])
+    identities = dict(identities) | {"shop/api": frozenset({"10.77.1.3", "10.77.1.4"})}
+    tables.apply(identities, policies)  # other's address now also carries shop/api's identity
+    assert connects(ns["x"])
+    probe = "import socket; socket.create_connection(('10.77.1.2', 5432), timeout=0.7).close()"
+    host = sh("ip", "netns", "exec", ns["n"], sys.executable, "-c", probe, check=False)
+    assert host.returncode == 0  # the node itself (host, DNS on the gateway) is not policed
+
+
+def test_admit_puts_a_new_address_under_policy_before_start(node):
+    ns, tables, _ = node
+    identities, _ = state(set())
+    empty = PolicyIngress("shop/db", frozenset(), frozenset({("shop/api", 0, "any")}))
+    tables.apply(identities, {"shop/db": empty})
+    assert connects(ns["x"])  # 10.77.1.2 not yet known as shop/db: not policed
+    tables.admit("shop/db", "10.77.1.2")
+    assert not connects(ns["x"]) and connects(ns["a"])
+    assert tables.transactions == 2 and tables.replaced == 1
+
+
+def test_render_is_one_transaction_and_state_from_document():
+    doc = {"node": "n1", "identities": {"a/x": ["10.0.0.1"], "b/y": ["10.0.0.2", "10.0.0.3"]},
+           "policies": {"b/y": {"local": ["10.0.0.2"], "named_by": ["r"],
+                                "allowed": [{"from": "a/x", "port": 53, "protocol": "udp", "rule": "r"}]}}}
+    identities, policies = policy_state(doc)
+    assert policies["b/y"] == PolicyIngress("b/y", frozenset({"10.0.0.2"}), frozenset({("a/x", 53, "udp")}))
+    from ccattler.agent.dataplane.policy_nft import PolicySet
+
+    script = render("cca_pol_br0", "10.0.0.254", PolicySet(identities, policies))
+    assert script.startswith("table inet cca_pol_br0\ndelete table inet cca_pol_br0\n")
+    assert "meta l4proto udp th dport 53 accept" in script and "ip daddr vmap @guarded" in script
+    assert policy_state(None) == ({}, {})
