@@ -78,7 +78,8 @@ def _first_non_ascii(name: str, text: str) -> str:
 def probe(name: str, text: str) -> None:
     """Raise `PolicyError` unless `text` parses, passes the static checks, grounds and solves over
     the fixture in a child process within its limits."""
-    command = [sys.executable, "-m", "ccattler.engine.admission.probe", name]
+    command = [sys.executable, "-m", "ccattler.engine.admission.probe", name,
+               str(PROBE_CPU_SECONDS), str(PROBE_MEMORY_BYTES)]
     try:
         done = subprocess.run(
             command, input=text.encode("utf-8", "surrogateescape"), capture_output=True,
@@ -103,14 +104,14 @@ def probe(name: str, text: str) -> None:
     )
 
 
-def _limit_self() -> None:
-    resource.setrlimit(resource.RLIMIT_CPU, (PROBE_CPU_SECONDS, PROBE_CPU_SECONDS))
-    resource.setrlimit(resource.RLIMIT_AS, (PROBE_MEMORY_BYTES, PROBE_MEMORY_BYTES))
+def _limit_self(cpu: int, memory: int) -> None:
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu))
+    resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 
 
 def main() -> int:
-    _limit_self()
+    _limit_self(int(sys.argv[2]), int(sys.argv[3]))
     from ccattler.engine.admission.policies import static_errors
 
     name = sys.argv[1]
@@ -143,7 +144,7 @@ def main() -> int:
         return 1
     except MemoryError:
         print(f"{name}.lp: error: grounding over a one-service fixture needs more than "
-              f"{PROBE_MEMORY_BYTES >> 20} MiB")
+              f"{int(sys.argv[3]) >> 20} MiB")
         return 1
     return 0
 

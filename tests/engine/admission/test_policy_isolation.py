@@ -45,7 +45,8 @@ def test_oversized_policy_is_refused_before_any_child_runs(store, monkeypatch):
         apply_policy(store, ADMIN, "bad", text)
 
 
-def test_the_child_is_limited_in_memory(store):
+def test_the_child_is_limited_in_memory(store, monkeypatch):
+    monkeypatch.setattr(probe, "PROBE_MEMORY_BYTES", 300 << 20)
     text = "big(X, Y, Z) :- service(_), X = 1..3000, Y = 1..3000, Z = 1..3000.\n"
     with pytest.raises(PolicyError, match=r"did not finish|checker died|more than \d+ MiB"):
         apply_policy(store, ADMIN, "bad", text)
