@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ccattler.engine.admission.breakglass import break_glass
 from ccattler.engine.admission.capabilities import capability_kind, ref_from_key
 from ccattler.engine.admission.escalation import add_conferred
 from ccattler.engine.admission.evaluate import Context, Verdict, evaluate, wanted_signatures
@@ -159,7 +160,8 @@ def _judge(
     add_quota(facts, tenants, state.docs, after)
     add_conferred(facts, requests, after)
     context = context_for(state, principal, requests, summary)
-    verdict = evaluate(facts, state.policies, context) if requests else Verdict((), (), ())
+    policies = () if break_glass(principal, requests) else state.policies
+    verdict = evaluate(facts, policies, context) if requests else Verdict((), (), ())
     return (added, changed, removed, unchanged), verdict
 
 

@@ -40,10 +40,18 @@ class MessageLog:
         self.messages: list[str] = []
         self.label: str | None = None
 
-    def __call__(self, code: object, message: str) -> None:
-        if self.label is not None:
-            message = message.replace("<block>", self.label)
-        self.messages.append(message.strip())
+    def __call__(self, code: object, message: object) -> None:
+        # Called from a clingo nothrow callback: an exception here aborts the process, so nothing
+        # may escape (bytes are decoded with replacement, anything else is swallowed).
+        try:
+            if isinstance(message, bytes):
+                message = message.decode("utf-8", "replace")
+            text = str(message)
+            if self.label is not None:
+                text = text.replace("<block>", self.label)
+            self.messages.append(text.strip())
+        except BaseException:  # noqa: BLE001 - see above
+            pass
 
     def errors(self) -> list[str]:
         return [m for m in self.messages if ": error:" in m]
