@@ -2,7 +2,7 @@
 heartbeats, watches its slice, reconciles containers and reports, renews its certificate, and on
 SIGTERM stops cleanly leaving its containers running (like kubelet; `cca down` removes them).
 
-`--runtime sim --simulate FILE` (or `--nodes N`) hosts many simulated nodes in this one process.
+`--runtime sim --simulate FILE` (or `--sim-nodes N`) hosts many simulated nodes in this one process.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ log = logging.getLogger("ccattler.agent")
 
 #: How often the certificate's remaining life is checked (renewal happens 8 h before expiry).
 RENEW_CHECK_SECONDS = 600.0
-#: A simulated node without a `capacity` block, and the nodes of `--nodes N`.
+#: A simulated node without a `capacity` block, and the nodes of `--sim-nodes N`.
 SIM_CAPACITY = {"cpu": 4000, "memory": 8 << 30}
 
 
@@ -188,7 +188,7 @@ def agent(
     tick: Annotated[float, typer.Option("--tick", help="Seconds between periodic reconciles.")] = 1.0,
     simulate: Annotated[Path | None, typer.Option("--simulate", help="(sim) one node per `node` block of "
                                                                      "this .cca file.")] = None,
-    nodes: Annotated[int | None, typer.Option("--nodes", help="(sim) this many default nodes.")] = None,
+    nodes: Annotated[int | None, typer.Option("--sim-nodes", help="(sim) this many default nodes.")] = None,
     cleanup: Annotated[bool, typer.Option("--cleanup", help="Remove every container and the node network "
                                                             "of this state dir, then exit (agent stopped).")
                        ] = False,
@@ -205,7 +205,7 @@ def agent(
     if kind not in RUNTIMES:
         raise typer.BadParameter(f"{kind!r} is not one of {', '.join(RUNTIMES)}", param_hint="--runtime")
     if (simulate or nodes) and kind != "sim":
-        raise typer.BadParameter("--simulate/--nodes need --runtime sim", param_hint="--runtime")
+        raise typer.BadParameter("--simulate/--sim-nodes need --runtime sim", param_hint="--runtime")
     state = (state_dir or default_state_dir()).resolve()
     if debug:
         import json

@@ -23,7 +23,7 @@ def up(
     simulate: Annotated[Path | None, typer.Option("--simulate", help="Simulated nodes from the `node` blocks "
                                                                      "of this .cca file, no local agent.")
                         ] = None,
-    nodes: Annotated[int | None, typer.Option("--nodes", help="This many simulated nodes (sim-1…).")] = None,
+    nodes: Annotated[int | None, typer.Option("--sim-nodes", help="This many simulated nodes (sim-1…).")] = None,
     server: Annotated[str, typer.Option("--server", help="Address for a new cluster (`cca init`).")
                       ] = "127.0.0.1:7443",
     context: Annotated[str, typer.Option("--context", help="The local cluster's context.")] = "default",
@@ -56,7 +56,7 @@ def up(
     if lc.Layout.load(home) is not None or lc.running_pid(home, "agent"):
         lc.down(home, lambda line: typer.echo(f"cleaning up a previous run: {line}"))
     if simulate and nodes:
-        raise typer.BadParameter("give --simulate FILE or --nodes N, not both")
+        raise typer.BadParameter("give --simulate FILE or --sim-nodes N, not both")
     sim = bool(simulate or nodes)
     if sim:
         from ccattler.cli.agent import simulated_nodes
@@ -124,7 +124,7 @@ def _agent_args(layout: Any, simulate: Path | None, nodes: int | None, ttl: floa
     if simulate:
         return args + ["--simulate", str(simulate.resolve())]
     if nodes:
-        return args + ["--nodes", str(nodes)]
+        return args + ["--sim-nodes", str(nodes)]
     return args + ["--context", f"node-{layout.nodes[0]}"]
 
 
