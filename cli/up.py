@@ -23,7 +23,8 @@ def up(
     simulate: Annotated[Path | None, typer.Option("--simulate", help="Simulated nodes from the `node` blocks "
                                                                      "of this .cca file, no local agent.")
                         ] = None,
-    nodes: Annotated[int | None, typer.Option("--sim-nodes", help="This many simulated nodes (sim-1…).")] = None,
+    nodes: Annotated[int | None, typer.Option("--sim-nodes", help="This many simulated nodes (sim-1…).")
+                     ] = None,
     server: Annotated[str, typer.Option("--server", help="Address for a new cluster (`cca init`).")
                       ] = "127.0.0.1:7443",
     context: Annotated[str, typer.Option("--context", help="The local cluster's context.")] = "default",
