@@ -82,7 +82,8 @@ def up(
         lc.wait_until(lambda: lc.server_answers(admin), f"the API server on {admin.server}", timeout,
                       children, home)
         lc.join_nodes(admin, names)
-        children["agent"] = lc.spawn(home, "agent", _agent_args(layout, simulate, nodes, ttl))
+        children["agent"] = lc.spawn(home, "agent", _agent_args(layout, simulate, nodes, ttl)
+                                     + (["--cluster-cidr", cluster_cidr] if cluster_cidr else []))
         lc.wait_until(lambda: lc.nodes_ready(admin, names), f"node {', '.join(names)} to be ready", timeout,
                       children, home)
     except BaseException:

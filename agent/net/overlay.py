@@ -75,6 +75,25 @@ def desired_peers(self_node: str, addresses: dict[str, str], subnets: dict[str, 
     return peers
 
 
+def peers_from_slice(facts: Any, self_node: str) -> set[Peer]:
+    """The peers in a node's slice: `observed/node/<n>` `address` joined with
+    `derived/network/subnet/<n>` `subnet` (both shared cluster-wide by engine/api/slice.py)."""
+    addresses, subnets = {}, {}
+    for key, doc in facts.items():
+        if not isinstance(doc, dict):
+            continue
+        if key.startswith("observed/node/"):
+            addresses[key[len("observed/node/"):]] = doc.get("address")
+        elif key.startswith("derived/network/subnet/"):
+            subnets[key[len("derived/network/subnet/"):]] = doc.get("subnet")
+    return desired_peers(self_node, addresses, {n: s for n, s in subnets.items() if isinstance(s, str)})
+
+
+def device_name(bridge: str) -> str:
+    """The node's VXLAN device, named after its bridge (interface names are at most 15 bytes)."""
+    return f"vx{bridge}"[:15]
+
+
 def diff(current: set[Peer], desired: set[Peer]) -> tuple[list[Peer], list[Peer]]:
     """(to remove, to add); a node that changed address is one of each. Removals go first so the
     new entries of a re-addressed node are never deleted by its old ones' cleanup."""
@@ -90,6 +109,7 @@ class Overlay:
         self.mtu = underlay_mtu - ENCAP_OVERHEAD
         self.netns = netns
         self.peers: set[Peer] | None = None  # None: not read from the kernel yet
+        self.subnet: str | None = None  # the own subnet ensure() set up
 
     def _ipr(self) -> Any:
         from pyroute2 import IPRoute
@@ -116,6 +136,7 @@ class Overlay:
                 if getattr(e, "code", None) != errno.EEXIST:
                     raise OverlayError(f"{self.device}: address {vtep_address(subnet)}: {e}") from None
             ipr.link("set", index=index, state="up")
+        self.subnet = subnet
 
     def _read(self, ipr: Any, index: int) -> set[Peer]:
         """The peers the kernel holds (after an agent restart): onlink routes on the device joined

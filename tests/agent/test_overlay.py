@@ -7,7 +7,9 @@ from ccattler.agent.net.overlay import (
     Overlay,
     Peer,
     desired_peers,
+    device_name,
     diff,
+    peers_from_slice,
     vtep_address,
     vtep_mac,
 )
@@ -33,3 +35,12 @@ def test_diff_touches_only_the_changed_peer() -> None:
     assert diff({a, b}, {a}) == ([b], [])  # leaving
     moved = Peer("192.168.77.9", "10.88.3.0/24")
     assert diff({a, b, c}, {a, moved, c}) == ([b], [moved])  # re-addressed: old out, new in
+
+
+def test_peers_from_slice_join_addresses_and_subnets() -> None:
+    facts = {"observed/node/n1": {"address": "192.168.77.1"}, "observed/node/n2": {"address": "192.168.77.2"},
+             "derived/network/subnet/n1": {"node": "n1", "subnet": "10.88.1.0/24"},
+             "derived/network/subnet/n2": {"node": "n2", "subnet": "10.88.2.0/24"},
+             "derived/network/subnet/n3": {"node": "n3", "subnet": "10.88.3.0/24"}, "other": "x"}
+    assert peers_from_slice(facts, "n1") == {Peer("192.168.77.2", "10.88.2.0/24")}
+    assert device_name("cca-abcdef123456") == "vxcca-abcdef123"

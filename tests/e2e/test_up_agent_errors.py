@@ -45,3 +45,8 @@ def test_up_bad_options_start_nothing(tmp_path) -> None:
     result = run(tmp_path, "up", "--simulate", str(tmp_path / "nodes.cca"))
     assert result.exit_code == 1 and "no `node` blocks to simulate" in result.output
     assert not (tmp_path / "run").exists() and not (tmp_path / "config.yaml").exists()
+
+
+def test_agent_bad_cluster_cidr(tmp_path) -> None:
+    result = run(tmp_path, "agent", "--runtime", "process", "--cluster-cidr", "10.88.0.0/33")
+    assert result.exit_code == 2 and "--cluster-cidr" in result.output and "10.88.0.0/33" in result.output
