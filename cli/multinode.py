@@ -11,6 +11,7 @@ import ipaddress
 import secrets
 import subprocess
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 from ccattler.engine.facts import CcaError
 
@@ -77,6 +78,14 @@ class Underlay:
     def enter(self, node: str) -> list[str]:
         """The command prefix that runs a process in `node`'s network namespace."""
         return ["nsenter", f"--net=/run/netns/{self.nodes[node]['netns']}", "--"]
+
+
+def seed_images(state: Path, node_state: Path) -> None:
+    """Give a node the images already built in the machine's state dir (hard links: no copy), so
+    `cca image build-busybox` once serves every node."""
+    if (state / "images").is_dir() and not (node_state / "images").exists():
+        node_state.mkdir(parents=True, exist_ok=True)
+        _run("cp", "-a", "--link", str(state / "images"), str(node_state / "images"))
 
 
 def _exists(kind: str, name: str) -> bool:

@@ -99,6 +99,10 @@ def up(
     if plan is not None:
         layout.save(home)  # before anything exists, so a failure's `cca down` finds it all
         plan.create()
+        from ccattler.cli.multinode import seed_images
+
+        for name in names:
+            seed_images(state, state / name)
     server_args = ["server", "--store", f"sqlite://{home}/state.db", "--context", admin.name,
                    "--metrics", metrics] + (["--cluster-cidr", cluster_cidr] if cluster_cidr else [])
     children = {"server": lc.spawn(home, "server", server_args)}

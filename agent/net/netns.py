@@ -51,11 +51,19 @@ def _shared_dir() -> None:
     """Make /run/netns a shared mount of its own, as iproute2 does: otherwise the first later
     `ip netns add` bind-mounts the directory over itself and hides the pins made before it."""
     NETNS_DIR.mkdir(parents=True, exist_ok=True)
-    if os.path.ismount(NETNS_DIR):
+    if _is_mount_point(NETNS_DIR):
         return
     d = str(NETNS_DIR).encode()
     _check(_libc.mount(d, d, None, _MS_BIND | _MS_REC, None), f"bind mount {NETNS_DIR}")
     _check(_libc.mount(b"none", d, None, _MS_SHARED | _MS_REC, None), f"make {NETNS_DIR} shared")
+
+
+def _is_mount_point(path: Path) -> bool:
+    """From mountinfo: os.path.ismount misses a bind mount of the same filesystem, and binding
+    /run/netns over itself again on every create doubles its mounts each time (propagation)."""
+    target = str(path)
+    with open("/proc/self/mountinfo") as mounts:
+        return any(line.split()[4] == target for line in mounts)
 
 
 def create(name: str) -> Path:

@@ -142,10 +142,8 @@ class Nodes:
 def three_nodes(root, shell: Shell, busybox_state: Path, tmp_path: Path, port: int) -> Iterator[Nodes]:
     """`cca up --nodes 3 --detach` with runc: names, bridges, underlay /24 and cluster CIDR unique to
     this test; `cca down` afterwards, which must leave no namespace, link or nft table behind."""
-    state = tmp_path / "state"
-    state.mkdir()
-    for i in (1, 2, 3):
-        subprocess.run(["cp", "-a", "--link", str(busybox_state), str(state / f"node-{i}")], check=True)
+    state = tmp_path / "state"  # its images are given to each node by `cca up --nodes` (hard links)
+    subprocess.run(["cp", "-a", "--link", str(busybox_state), str(state)], check=True)
     cidr = f"10.{random.randrange(150, 200)}.0.0/16"
     underlay = f"10.{random.randrange(201, 250)}.{random.randrange(256)}.0/24"
     up = shell.cca("up", "--detach", "--nodes", "3", "--underlay", underlay, "--server", f"127.0.0.1:{port}",
