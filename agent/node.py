@@ -8,6 +8,7 @@ dir (`agent.paths.default_state_dir`), the bridge name, and the reconciler's bac
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import socket
@@ -18,12 +19,14 @@ from typing import Any
 from ccattler.agent.desired import InstanceSpec, declared_volumes, desired_instances, node_subnet
 from ccattler.agent.images.store import ImageStore
 from ccattler.agent.net.node import NodeNetwork
+from ccattler.agent.net.overlay import Overlay, device_name, peers_from_slice
 from ccattler.agent.reconcile import Backoff, BatchSecretSource, Reconciler, SecretSource, SecretValues
 from ccattler.agent.runtime.base import Runtime
 from ccattler.agent.telemetry import Telemetry
 from ccattler.engine.facts import CcaError
 
 RUNTIMES = ("runc", "process", "sim")
+log = logging.getLogger(__name__)
 
 
 def default_runtime_kind() -> str:
@@ -127,6 +130,8 @@ def cleanup_node(state_dir: Path, kind: str = "runc", bridge: str = "cca0",
     if network is not None:
         network.teardown()
         network.close()
+    if runtime.isolated_network:
+        Overlay(device_name(bridge), "0.0.0.0").remove()
 
 
 class NodeCore:
@@ -134,8 +139,10 @@ class NodeCore:
 
     def __init__(self, node: str, runtime: Runtime, *, state_dir: Path | None = None,
                  bridge: str = "cca0", backoff: Backoff = Backoff(), stop_timeout: float = 5.0,
-                 no_masquerade: tuple[str, ...] = ()):
+                 no_masquerade: tuple[str, ...] = (), overlay: Overlay | None = None):
         self.node, self.runtime, self.bridge = node, runtime, bridge
+        #: The VXLAN overlay to the other nodes (isolated runtimes only); None: single node.
+        self.overlay = overlay
         self.state_dir = state_dir
         self.backoff, self.stop_timeout, self.no_masquerade = backoff, stop_timeout, no_masquerade
         self.network: NodeNetwork | None = None
@@ -163,6 +170,7 @@ class NodeCore:
                 return {spec.observed_key: _pending(self.node, spec.ip, "waiting for the node's subnet")
                         for spec in desired.values()}
             self._ensure_network(subnet)
+            self._sync_overlay(facts, subnet)
         assert self.reconciler is not None
         observed = self.reconciler.reconcile(desired)
         self.telemetry.sample(spec.key for spec in desired.values()
@@ -199,6 +207,25 @@ class NodeCore:
             if remove:
                 self.network.teardown()
             self.network.close()
+        if self.overlay is not None and remove:
+            self.overlay.remove()
+
+    def _sync_overlay(self, facts: Mapping[str, Any], subnet: str) -> None:
+        """Peers' entries follow the slice; a failure is logged and retried on the next apply
+        (local containers keep running meanwhile)."""
+        if self.overlay is None:
+            return
+        try:
+            peers = peers_from_slice(facts, self.node)
+            if self.overlay.subnet is None and not peers:
+                return  # a single node makes no device (its VNI/port stay free for others)
+            if self.overlay.subnet != subnet:
+                self.overlay.ensure(subnet)
+            removed, added = self.overlay.sync(peers)
+            if removed or added:
+                log.info("overlay: peers removed %s, added %s", removed, added)
+        except CcaError as exc:
+            log.warning("overlay: %s", exc)
 
     def _ensure_network(self, subnet: str) -> None:
         if self.network is not None and str(self.network.subnet) == subnet:

@@ -2,7 +2,7 @@
 heartbeats, watches its slice, reconciles containers and reports, renews its certificate, and on
 SIGTERM stops cleanly leaving its containers running (like kubelet; `cca down` removes them).
 
-`--runtime sim --simulate FILE` (or `--nodes N`) hosts many simulated nodes in this one process.
+`--runtime sim --simulate FILE` (or `--sim-nodes N`) hosts many simulated nodes in this one process.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ log = logging.getLogger("ccattler.agent")
 
 #: How often the certificate's remaining life is checked (renewal happens 8 h before expiry).
 RENEW_CHECK_SECONDS = 600.0
-#: A simulated node without a `capacity` block, and the nodes of `--nodes N`.
+#: A simulated node without a `capacity` block, and the nodes of `--sim-nodes N`.
 SIM_CAPACITY = {"cpu": 4000, "memory": 8 << 30}
 
 
@@ -145,12 +145,21 @@ def simulated_nodes(file: Path | None, count: int | None) -> dict[str, dict[str,
             for name, doc in sorted(nodes.items())}
 
 
-def _core(name: str, kind: str, state_dir: Path, bridge: str, runc_root: Path | None) -> Any:
+def _core(name: str, kind: str, state_dir: Path, bridge: str, runc_root: Path | None,
+          overlay: tuple[str, int, int] | None = None, cluster_cidr: str | None = None) -> Any:
+    """`overlay`: (underlay address, VNI, UDP port) of this node's VXLAN device, for isolated runtimes."""
     from ccattler.agent.images.store import ImageStore
+    from ccattler.agent.net.overlay import Overlay, device_name
     from ccattler.agent.node import NodeCore, make_runtime
 
     runtime = make_runtime(kind, state_dir, ImageStore(state_dir), runc_root)
-    return NodeCore(name, runtime, state_dir=state_dir, bridge=bridge)
+    vxlan = None
+    if overlay and runtime.isolated_network:
+        local, vni, port = overlay
+        vxlan = Overlay(device_name(bridge), local, vni=vni, port=port)
+    # container subnets reach each other unNATed: the receiver sees the sender's own address
+    return NodeCore(name, runtime, state_dir=state_dir, bridge=bridge, overlay=vxlan,
+                    no_masquerade=(cluster_cidr,) if cluster_cidr else ())
 
 
 @reports_errors
@@ -188,7 +197,12 @@ def agent(
     tick: Annotated[float, typer.Option("--tick", help="Seconds between periodic reconciles.")] = 1.0,
     simulate: Annotated[Path | None, typer.Option("--simulate", help="(sim) one node per `node` block of "
                                                                      "this .cca file.")] = None,
-    nodes: Annotated[int | None, typer.Option("--nodes", help="(sim) this many default nodes.")] = None,
+    nodes: Annotated[int | None, typer.Option("--sim-nodes", help="(sim) this many default nodes.")] = None,
+    vxlan_vni: Annotated[int, typer.Option("--vxlan-vni", help="The overlay's VXLAN network id.")] = 42,
+    vxlan_port: Annotated[int, typer.Option("--vxlan-port", help="The overlay's VXLAN UDP port.")] = 4789,
+    cluster_cidr: Annotated[str, typer.Option("--cluster-cidr", help="Instance addresses cluster-wide "
+                                                                     "(not masqueraded between nodes).")
+                            ] = "10.88.0.0/16",
     cleanup: Annotated[bool, typer.Option("--cleanup", help="Remove every container and the node network "
                                                             "of this state dir, then exit (agent stopped).")
                        ] = False,
@@ -205,7 +219,13 @@ def agent(
     if kind not in RUNTIMES:
         raise typer.BadParameter(f"{kind!r} is not one of {', '.join(RUNTIMES)}", param_hint="--runtime")
     if (simulate or nodes) and kind != "sim":
-        raise typer.BadParameter("--simulate/--nodes need --runtime sim", param_hint="--runtime")
+        raise typer.BadParameter("--simulate/--sim-nodes need --runtime sim", param_hint="--runtime")
+    try:
+        import ipaddress
+
+        ipaddress.IPv4Network(cluster_cidr)
+    except ValueError as exc:
+        raise typer.BadParameter(f"{cluster_cidr!r}: {exc}", param_hint="--cluster-cidr") from None
     state = (state_dir or default_state_dir()).resolve()
     if debug:
         import json
@@ -235,8 +255,9 @@ def agent(
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
-    agents = [NodeAgent(s, _core(s.name, kind, state / s.name if kind == "sim" else state, bridge, runc_root),
-                        ttl, tick).start() for s in settings]
+    overlay = (documents[""]["address"], vxlan_vni, vxlan_port) if "" in documents else None
+    agents = [NodeAgent(s, _core(s.name, kind, state / s.name if kind == "sim" else state, bridge, runc_root,
+                                 overlay, cluster_cidr), ttl, tick).start() for s in settings]
     typer.echo(f"agent: {len(agents)} node(s) ({', '.join(s.name for s in settings)}), runtime {kind}, "
                f"server {settings[0].context.server}, state {state}", err=True)
     while not stop.wait(RENEW_CHECK_SECONDS):

@@ -33,6 +33,8 @@ class Layout:
     bridge: str
     runc_root: str | None
     nodes: tuple[str, ...]
+    #: `cca up --nodes N`: multinode.Underlay.to_json() (each node's agent is `agent-<node>`).
+    underlay: dict | None = None
 
     @staticmethod
     def load(home: Path) -> Layout | None:
@@ -44,7 +46,7 @@ class Layout:
         except (OSError, ValueError) as exc:
             raise CcaError(f"{path} is unreadable ({exc}); stop the processes in {home / 'run'} by hand "
                            "and remove it") from None
-        return Layout(**doc | {"nodes": tuple(doc["nodes"])})
+        return Layout(**doc | {"nodes": tuple(doc["nodes"])})  # type: ignore[arg-type]
 
     def save(self, home: Path) -> None:
         (home / "run").mkdir(parents=True, exist_ok=True)
@@ -63,13 +65,13 @@ def running_pid(home: Path, name: str) -> int | None:
     return None if zombie or b"ccattler" not in cmdline else pid
 
 
-def spawn(home: Path, name: str, args: list[str]) -> subprocess.Popen:
+def spawn(home: Path, name: str, args: list[str], prefix: list[str] | None = None) -> subprocess.Popen:
     """Start `cca ARGS` in its own session (Ctrl-C reaches only `cca up`, which stops it in order),
-    output to `logs/<name>.log`, pid in `run/<name>.pid`."""
+    output to `logs/<name>.log`, pid in `run/<name>.pid`; `prefix` e.g. enters a node's netns."""
     (home / "logs").mkdir(parents=True, exist_ok=True)
     (home / "run").mkdir(parents=True, exist_ok=True)
     with open(home / "logs" / f"{name}.log", "ab") as log:
-        process = subprocess.Popen([*CCA, *args], stdin=subprocess.DEVNULL, stdout=log,
+        process = subprocess.Popen([*(prefix or ()), *CCA, *args], stdin=subprocess.DEVNULL, stdout=log,
                                    stderr=subprocess.STDOUT, start_new_session=True)
     (home / "run" / f"{name}.pid").write_text(f"{process.pid}\n")
     return process
@@ -162,22 +164,46 @@ def join_nodes(admin: Any, names: tuple[str, ...]) -> None:
             join_node(admin.server, token, Path(admin.ca), name, admin.token_server)
 
 
-def remove_node_leftovers(layout: Layout) -> None:
+def remove_node_leftovers(layout: Layout, say: Callable[[str], None] = print) -> None:
     """Containers, namespaces, veths, the bridge and NAT the local node's agent left behind."""
     if layout.runtime == "sim":
         return  # simulated containers lived in the agent process
+    if layout.underlay is not None:
+        from ccattler.cli.multinode import Underlay
+
+        underlay = Underlay(**layout.underlay)
+        problems = []
+        for node in layout.nodes:  # each node's own containers, bridge, nft and overlay, from inside it
+            command = [*underlay.enter(node), *CCA, *node_agent_args(layout, node), "--cleanup"]
+            result = subprocess.run(command, capture_output=True, text=True)
+            if result.returncode != 0:
+                problems.append(f"node {node}: {(result.stderr or result.stdout).strip()[-300:]}")
+        problems += underlay.destroy()
+        for problem in problems:
+            say(f"could not remove: {problem}")
+        return
     from ccattler.agent.node import cleanup_node
 
     cleanup_node(Path(layout.state_dir), layout.runtime, layout.bridge,
                  Path(layout.runc_root) if layout.runc_root else None)
 
 
+def node_agent_args(layout: Layout, node: str) -> list[str]:
+    """`cca agent` for one of `cca up --nodes N`'s nodes: its own state, runc root and container
+    bridge (unique across the nodes: container netns names carry it)."""
+    assert layout.underlay is not None
+    return ["agent", "--runtime", layout.runtime, "--state-dir", f"{layout.state_dir}/{node}",
+            "--bridge", f"cb{layout.underlay['tag']}{node.rsplit('-', 1)[-1]}",
+            "--runc-root", f"{layout.state_dir}/{node}/runc"]
+
+
 def down(home: Path, say: Callable[[str], None]) -> bool:
-    """Stop the agent, remove what it left on the node, stop the server; False if nothing ran."""
+    """Stop the agent(s), remove what they left on the node(s), stop the server; False if nothing ran."""
     layout = Layout.load(home)
-    stopped = [name for name in PROCESSES[:1] if stop(home, name)]
+    agents = [f"agent-{n}" for n in layout.nodes] if layout and layout.underlay else []
+    stopped = [name for name in [*PROCESSES[:1], *agents] if stop(home, name)]
     if layout is not None:
-        remove_node_leftovers(layout)
+        remove_node_leftovers(layout, say)
     stopped += [name for name in PROCESSES[1:] if stop(home, name)]
     (home / "run" / "up.json").unlink(missing_ok=True)
     if layout is None and not stopped:

@@ -23,7 +23,14 @@ def up(
     simulate: Annotated[Path | None, typer.Option("--simulate", help="Simulated nodes from the `node` blocks "
                                                                      "of this .cca file, no local agent.")
                         ] = None,
-    nodes: Annotated[int | None, typer.Option("--nodes", help="This many simulated nodes (sim-1…).")] = None,
+    nodes: Annotated[int | None, typer.Option("--sim-nodes", help="This many simulated nodes (sim-1…).")
+                     ] = None,
+    real_nodes: Annotated[int | None, typer.Option("--nodes", help="This many real nodes on this machine "
+                                                                   "(runc, each in its own network "
+                                                                   "namespace; root).")] = None,
+    underlay: Annotated[str, typer.Option("--underlay", help="(--nodes) the nodes' private /24: the host "
+                                                             "bridge has .1, node-1 .2, …")
+                        ] = "10.213.0.0/24",
     server: Annotated[str, typer.Option("--server", help="Address for a new cluster (`cca init`).")
                       ] = "127.0.0.1:7443",
     context: Annotated[str, typer.Option("--context", help="The local cluster's context.")] = "default",
@@ -56,9 +63,22 @@ def up(
     if lc.Layout.load(home) is not None or lc.running_pid(home, "agent"):
         lc.down(home, lambda line: typer.echo(f"cleaning up a previous run: {line}"))
     if simulate and nodes:
-        raise typer.BadParameter("give --simulate FILE or --nodes N, not both")
+        raise typer.BadParameter("give --simulate FILE or --sim-nodes N, not both")
+    if real_nodes and (simulate or nodes):
+        raise typer.BadParameter("give --nodes N (real) or --simulate/--sim-nodes, not both")
     sim = bool(simulate or nodes)
-    if sim:
+    plan = None
+    if real_nodes:
+        from ccattler.cli.multinode import Underlay
+
+        kind = runtime or "runc"
+        if kind != "runc":
+            raise typer.BadParameter(f"{kind!r}: --nodes runs runc nodes", param_hint="--runtime")
+        plan = Underlay.plan(real_nodes, underlay)
+        names = tuple(plan.nodes)
+        # the server listens on the host bridge, which every node reaches over its veth
+        server = f"{plan.host}:{server.rsplit(':', 1)[1]}"
+    elif sim:
         from ccattler.cli.agent import simulated_nodes
 
         names = tuple(simulated_nodes(simulate.resolve() if simulate else None, nodes))
@@ -71,8 +91,18 @@ def up(
                                      param_hint="--runtime")
     admin = _context(context, server, load_config())
     state = (state_dir or default_state_dir()).resolve()
+    if plan is not None and admin.server != server:
+        raise CcaError(f"context {admin.name!r} serves {admin.server}, not the node bridge's {server}: "
+                       "give --context NAME for a new cluster")
     layout = lc.Layout(admin.name, kind, str(state), bridge, str(runc_root.resolve()) if runc_root else None,
-                       names)
+                       names, plan.to_json() if plan else None)
+    if plan is not None:
+        layout.save(home)  # before anything exists, so a failure's `cca down` finds it all
+        plan.create()
+        from ccattler.cli.multinode import seed_images
+
+        for name in names:
+            seed_images(state, state / name)
     server_args = ["server", "--store", f"sqlite://{home}/state.db", "--context", admin.name,
                    "--metrics", metrics] + (["--cluster-cidr", cluster_cidr] if cluster_cidr else [])
     children = {"server": lc.spawn(home, "server", server_args)}
@@ -81,14 +111,23 @@ def up(
         lc.wait_until(lambda: lc.server_answers(admin), f"the API server on {admin.server}", timeout,
                       children, home)
         lc.join_nodes(admin, names)
-        children["agent"] = lc.spawn(home, "agent", _agent_args(layout, simulate, nodes, ttl))
+        cidr = ["--cluster-cidr", cluster_cidr] if cluster_cidr else []
+        if plan is not None:
+            for name in names:
+                children[f"agent-{name}"] = lc.spawn(
+                    home, f"agent-{name}", lc.node_agent_args(layout, name) + ["--ttl", str(ttl), "--context",
+                                                                                f"node-{name}", *cidr],
+                    prefix=plan.enter(name))
+        else:
+            children["agent"] = lc.spawn(home, "agent", _agent_args(layout, simulate, nodes, ttl) + cidr)
         lc.wait_until(lambda: lc.nodes_ready(admin, names), f"node {', '.join(names)} to be ready", timeout,
                       children, home)
     except BaseException:
         lc.down(home, lambda line: typer.echo(f"cleaning up: {line}", err=True))
         raise
+    what = "simulated nodes" if sim else "nodes" if plan else "node"
     typer.echo(f"cluster ready: server {admin.server} (context {admin.name}), "
-               f"{'simulated nodes' if sim else 'node'} {', '.join(names)} ({kind}); logs in {home / 'logs'}")
+               f"{what} {', '.join(names)} ({kind}); logs in {home / 'logs'}")
     if detach:
         typer.echo("next: cca apply examples/hello.cca --wait; stop with: cca down")
         return
@@ -124,7 +163,7 @@ def _agent_args(layout: Any, simulate: Path | None, nodes: int | None, ttl: floa
     if simulate:
         return args + ["--simulate", str(simulate.resolve())]
     if nodes:
-        return args + ["--nodes", str(nodes)]
+        return args + ["--sim-nodes", str(nodes)]
     return args + ["--context", f"node-{layout.nodes[0]}"]
 
 

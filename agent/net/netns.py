@@ -17,6 +17,8 @@ from typing import TypeVar
 NETNS_DIR = Path("/run/netns")
 _CLONE_NEWNET = 0x40000000
 _MS_BIND = 4096
+_MS_REC = 16384
+_MS_SHARED = 1 << 20
 _MNT_DETACH = 2
 _libc = ctypes.CDLL(None, use_errno=True)
 T = TypeVar("T")
@@ -45,9 +47,28 @@ def _on_thread(fn: Callable[[], T]) -> T:
     return box.get("result")  # type: ignore[return-value]
 
 
+def _shared_dir() -> None:
+    """Make /run/netns a shared mount of its own, as iproute2 does: otherwise the first later
+    `ip netns add` bind-mounts the directory over itself and hides the pins made before it."""
+    NETNS_DIR.mkdir(parents=True, exist_ok=True)
+    if _is_mount_point(NETNS_DIR):
+        return
+    d = str(NETNS_DIR).encode()
+    _check(_libc.mount(d, d, None, _MS_BIND | _MS_REC, None), f"bind mount {NETNS_DIR}")
+    _check(_libc.mount(b"none", d, None, _MS_SHARED | _MS_REC, None), f"make {NETNS_DIR} shared")
+
+
+def _is_mount_point(path: Path) -> bool:
+    """From mountinfo: os.path.ismount misses a bind mount of the same filesystem, and binding
+    /run/netns over itself again on every create doubles its mounts each time (propagation)."""
+    target = str(path)
+    with open("/proc/self/mountinfo") as mounts:
+        return any(line.split()[4] == target for line in mounts)
+
+
 def create(name: str) -> Path:
     """Create the namespace `name` (pinned by a bind mount at /run/netns/<name>)."""
-    NETNS_DIR.mkdir(parents=True, exist_ok=True)
+    _shared_dir()
     path = NETNS_DIR / name
     path.touch(exist_ok=False)
 

@@ -1,8 +1,8 @@
 """A node's slice of the state, and the hub that streams it: what its agent may watch (its placements
 and instance addresses, the instance documents and service specs of what is placed on it, its own
-subnet, firewall, condition and declared node, and the cluster-wide endpoints/VIPs/names and volume
-declarations — a volume's size and `persistent` flag), never secrets or other nodes' placements and
-rules.
+firewall, condition and declared node, and the cluster-wide endpoints/VIPs/names, every node's subnet
+and underlay address (for the overlay) and volume declarations — a volume's size and `persistent`
+flag), never secrets or other nodes' placements and rules.
 
 `SliceHub` follows the store with one watch for the whole server and routes each change to the
 nodes it concerns (a thousand agents cost one store watch, and each gets only its own changes).
@@ -30,11 +30,16 @@ from ccattler.engine.store import Store
 log = logging.getLogger(__name__)
 
 #: Prefixes every node sees whole (cluster-wide routing data).
-_SHARED = ("derived/endpoint/", "derived/vip/", "derived/dns/", "desired/volume/")
+#: Every node's subnet is shared too: the overlay routes to each peer's subnet (agent/net/overlay.py).
+_SUBNETS = "derived/network/subnet/"
+#: Nodes' observed documents, shared as `{"address": …}` only (the overlay's peer underlay address):
+#: never their usage or labels, and no event on a heartbeat that leaves the address unchanged.
+_NODE_ADDRESSES = "observed/node/"
+_SHARED = ("derived/endpoint/", "derived/vip/", "derived/dns/", "desired/volume/", _SUBNETS, _NODE_ADDRESSES)
 _PLACEMENTS, _ADDRESSES = "derived/placement/", "derived/network/ip/"
-_INSTANCES, _SERVICES, _SUBNETS = "derived/instance/", "desired/service/", "derived/network/subnet/"
+_INSTANCES, _SERVICES = "derived/instance/", "desired/service/"
 _OWN = ("derived/firewall/", "derived/node/", "desired/node/")
-_ROUTED = (_PLACEMENTS, _ADDRESSES, _INSTANCES, _SERVICES, _SUBNETS, *_SHARED, *_OWN)
+_ROUTED = (_PLACEMENTS, _ADDRESSES, _INSTANCES, _SERVICES, *_SHARED, *_OWN)
 MAX_PENDING = 100_000
 #: Events per WatchSlice message at most (one gRPC message costs far more than one event in it).
 BATCH = 1_000
@@ -207,7 +212,7 @@ class SliceHub:
         keys |= {self._instance_key[i] for i in (_instance_of(k) for k in self._on_node.get(node, ()))
                  if i in self._instance_key}
         keys |= {f"{_SERVICES}{s}" for s, nodes in self._service_nodes.items() if nodes.get(node)}
-        keys |= {f"{p}{node}" for p in (_SUBNETS, *_OWN)}
+        keys |= {f"{p}{node}" for p in _OWN}
         keys |= {k for k in self._docs if k.startswith(_SHARED)}
         return [self._put(k, self.revision) for k in sorted(keys) if k in self._docs]
 
@@ -257,6 +262,11 @@ class SliceHub:
 
     def _route(self, key: str, value: Any) -> list[tuple[str, str, str, Any]]:
         """Record one change; the (node, kind, key, value) events it makes."""
+        if key.startswith(_NODE_ADDRESSES):
+            address = value.get("address") if isinstance(value, dict) else None
+            value = {"address": address} if isinstance(address, str) and address else None
+            if self._docs.get(key) == value:
+                return []  # a heartbeat, or still no address
         old = self._docs.get(key)
         self._json.pop(key, None)
         if value is None:

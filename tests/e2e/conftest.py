@@ -9,7 +9,7 @@ import random
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -111,3 +111,52 @@ def port() -> int:
 @pytest.fixture
 def root() -> None:
     require_root()
+
+
+class Nodes:
+    """A running `cca up --nodes N` cluster: its shell, node names, underlay layout and helpers."""
+
+    def __init__(self, shell: Shell, names: tuple[str, ...], cidr: str) -> None:
+        self.shell, self.names, self.cidr = shell, names, cidr
+
+    def layout(self) -> dict:
+        return json.loads((self.shell.home / "run" / "up.json").read_text())
+
+    def netns_of(self, instance: dict) -> str:
+        """The network namespace of a running instance (row of `shell.instances()`), from the host."""
+        ip = instance["ip"]
+        for name in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.split():
+            out = subprocess.run(["ip", "-n", name, "-4", "-br", "addr"], capture_output=True,
+                                 text=True).stdout
+            if f" {ip}/" in out and "eth0" in out:
+                return name
+        raise AssertionError(f"no network namespace holds {instance['name']}'s {ip}")
+
+    def run_in(self, instance: dict, *args: str, timeout: float = 20) -> subprocess.CompletedProcess:
+        """Run a host command inside `instance`'s network namespace."""
+        return subprocess.run(["ip", "netns", "exec", self.netns_of(instance), *args], capture_output=True,
+                              text=True, timeout=timeout)
+
+
+@pytest.fixture
+def three_nodes(root, shell: Shell, busybox_state: Path, tmp_path: Path, port: int) -> Iterator[Nodes]:
+    """`cca up --nodes 3 --detach` with runc: names, bridges, underlay /24 and cluster CIDR unique to
+    this test; `cca down` afterwards, which must leave no namespace, link or nft table behind."""
+    state = tmp_path / "state"  # its images are given to each node by `cca up --nodes` (hard links)
+    subprocess.run(["cp", "-a", "--link", str(busybox_state), str(state)], check=True)
+    cidr = f"10.{random.randrange(150, 200)}.0.0/16"
+    underlay = f"10.{random.randrange(201, 250)}.{random.randrange(256)}.0/24"
+    up = shell.cca("up", "--detach", "--nodes", "3", "--underlay", underlay, "--server", f"127.0.0.1:{port}",
+                   "--state-dir", str(state), "--cluster-cidr", cidr, "--metrics", "off", timeout=180)
+    tag = json.loads((shell.home / "run" / "up.json").read_text())["underlay"]["tag"]
+    try:
+        assert "cluster ready" in up.stdout, up.stdout
+        yield Nodes(shell, ("node-1", "node-2", "node-3"), cidr)
+    finally:
+        down = shell.cca("down", check=False, timeout=180)
+        assert down.returncode == 0 and "could not remove" not in down.stdout + down.stderr, down.stdout
+        netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+        links = subprocess.run(["ip", "-br", "link"], capture_output=True, text=True).stdout
+        tables = subprocess.run(["nft", "list", "tables"], capture_output=True, text=True).stdout
+        assert f"cca-{tag}-" not in netns and f"cb{tag}" not in netns, netns
+        assert f"ccau{tag}" not in links and f"cb{tag}" not in tables, (links, tables)

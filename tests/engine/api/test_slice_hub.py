@@ -1,7 +1,7 @@
 """The slice hub routes each store change to the nodes it concerns: a node sees its placements and
-addresses, the instance documents and service specs of what it runs, its own subnet; a move deletes
-from the old node and brings everything to the new one; a resumed watch that missed changes is told
-to resync. And a node may report an instance that moved to it from a dead node."""
+addresses, the instance documents and service specs of what it runs, every subnet and node address;
+a move deletes from the old node and brings everything to the new one; a resumed watch that missed
+changes is told to resync. And a node may report an instance that moved to it from a dead node."""
 
 from __future__ import annotations
 
@@ -62,8 +62,8 @@ def test_a_node_sees_what_it_runs_and_nothing_of_other_nodes(store):
         n1 = initial(hub.stream("n1", 0, lambda: True))
         assert sorted(k for _, k in n1) == [
             "derived/instance/shop/web/web-a1", "derived/network/ip/shop/web-a1",
-            "derived/network/subnet/n1", "derived/placement/shop/web-a1", "desired/service/shop/web",
-            "desired/volume/shop/data"]
+            "derived/network/subnet/n1", "derived/network/subnet/n2",  # every subnet: the overlay
+            "derived/placement/shop/web-a1", "desired/service/shop/web", "desired/volume/shop/data"]
         n2 = hub.stream("n2", 0, lambda: True)
         assert ("put", "desired/volume/shop/data") in initial(n2)  # volume declarations go everywhere
         changed = {**VOLUME, "persistent": False}
@@ -146,3 +146,20 @@ def test_a_shared_document_changed_again_before_it_was_sent_is_sent_once_in_its_
     assert len(endpoint_puts) == 1 and endpoint_puts[0].value == {"endpoints": [2]}
     assert any(e.key == "derived/network/subnet/n1" for e in seen)
     hub.close()
+
+
+def test_every_node_sees_each_nodes_address_and_nothing_else_of_it(store):
+    store.put("observed/node/n2", {"address": "192.168.80.2", "capacity": {"cpu": 4}, "labels": {"a": "b"}})
+    hub = SliceHub(store)
+    try:
+        n1 = hub.stream("n1", 0, lambda: True)
+        assert ("put", "observed/node/n2") in initial(n1)
+        assert hub._docs["observed/node/n2"] == {"address": "192.168.80.2"}  # no usage, labels, capacity
+        store.put("observed/node/n2", {"address": "192.168.80.2", "capacity": {"cpu": 8}})  # heartbeat
+        store.put("observed/node/n2", {"address": "192.168.80.9"})  # re-addressed
+        assert [(e.kind, e.key, e.value) for e in read_until(n1, 1)] == [
+            ("put", "observed/node/n2", {"address": "192.168.80.9"})]
+        store.delete("observed/node/n2")
+        assert [(e.kind, e.key) for e in read_until(n1, 1)] == [("delete", "observed/node/n2")]
+    finally:
+        hub.close()
