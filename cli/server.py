@@ -33,6 +33,8 @@ def server(
     cluster_cidr: Annotated[str | None, typer.Option("--cluster-cidr", help="Node subnets and instance "
                                                                             "addresses (default "
                                                                             "10.88.0.0/16).")] = None,
+    service_cidr: Annotated[str | None, typer.Option("--service-cidr", help="Service virtual IPs "
+                                                                            "(default 10.96.0.0/16).")] = None,
     workers: Annotated[int, typer.Option("--workers", min=16, help="Threads per listener: one per open "
                                                                   "stream (an agent keeps one), so "
                                                                   "about nodes + 60.")] = 256,
@@ -62,8 +64,8 @@ def server(
         from ccattler.engine.controllers.registry import ControllerConfig, default_controllers
         from ccattler.engine.runner import Runner, RunnerCollector
 
-        config = ControllerConfig(time_zone=check_time_zone(time_zone),
-                                  **({"cluster_cidr": cluster_cidr} if cluster_cidr else {}))
+        cidrs = {k: v for k, v in (("cluster_cidr", cluster_cidr), ("service_cidr", service_cidr)) if v}
+        config = ControllerConfig(time_zone=check_time_zone(time_zone), **cidrs)
         loop = Runner(opened, default_controllers(config))
         api.metrics.registry.register(RunnerCollector(loop))  # controller counters on /metrics
         loop.start()

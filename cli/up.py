@@ -44,6 +44,8 @@ def up(
     cluster_cidr: Annotated[str | None, typer.Option("--cluster-cidr", help="Instance addresses "
                                                                             "(default 10.88.0.0/16).")
                                 ] = None,
+    service_cidr: Annotated[str | None, typer.Option("--service-cidr", help="Service virtual IPs "
+                                                                            "(default 10.96.0.0/16).")] = None,
     metrics: Annotated[str, typer.Option("--metrics", help="The server's /metrics address, or 'off'.")
                        ] = "127.0.0.1:9443",
     ttl: Annotated[float, typer.Option("--ttl", help="Node lease seconds.")] = 10.0,
@@ -104,7 +106,8 @@ def up(
         for name in names:
             seed_images(state, state / name)
     server_args = ["server", "--store", f"sqlite://{home}/state.db", "--context", admin.name,
-                   "--metrics", metrics] + (["--cluster-cidr", cluster_cidr] if cluster_cidr else [])
+                   "--metrics", metrics] + (["--cluster-cidr", cluster_cidr] if cluster_cidr else []) \
+        + (["--service-cidr", service_cidr] if service_cidr else [])
     children = {"server": lc.spawn(home, "server", server_args)}
     try:
         layout.save(home)

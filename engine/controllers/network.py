@@ -5,7 +5,9 @@ Each node that matters (observed, declared, holding placements, or with a condit
 `derived/network/subnet/<node>`; it stays while any of those facts exist and is freed after.
 Each placed instance gets `derived/network/ip/<tenant>/<instance>` in its node's subnet, stable
 while it stays on that node. Allocation is lowest-free, in name order: pure and deterministic.
-The knobs are the constructor's `cluster_cidr` and `node_prefix`.
+Each service that exposes a port gets a virtual IP at `derived/vip/<tenant>/<service>`
+(engine/controllers/vip.py). The knobs are the constructor's `cluster_cidr`, `node_prefix` and
+`service_cidr`.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from ccattler.engine.controllers.failure import CONDITIONS, DECLARED_NODES, OBSERVED_NODES, PLACEMENTS
+from ccattler.engine.controllers.vip import DEFAULT_SERVICE_CIDR, SERVICES, VIPS, VipAllocator
 from ccattler.engine.facts import CcaError
 from ccattler.engine.facts.snapshot import ChangeSet, Snapshot
 
@@ -61,12 +64,13 @@ class NetworkController:
 
     name: ClassVar[str] = "network"
     reads: ClassVar[tuple[str, ...]] = (
-        OBSERVED_NODES, DECLARED_NODES, CONDITIONS, PLACEMENTS, SUBNETS, ADDRESSES,
+        OBSERVED_NODES, DECLARED_NODES, CONDITIONS, PLACEMENTS, SUBNETS, ADDRESSES, SERVICES, VIPS,
     )
-    writes: ClassVar[tuple[str, ...]] = (SUBNETS, ADDRESSES)
+    writes: ClassVar[tuple[str, ...]] = (SUBNETS, ADDRESSES, VIPS)
 
     def __init__(
-        self, cluster_cidr: str = DEFAULT_CLUSTER_CIDR, node_prefix: int = DEFAULT_NODE_PREFIX
+        self, cluster_cidr: str = DEFAULT_CLUSTER_CIDR, node_prefix: int = DEFAULT_NODE_PREFIX,
+        service_cidr: str = DEFAULT_SERVICE_CIDR,
     ) -> None:
         try:
             self.cluster = ipaddress.IPv4Network(cluster_cidr)
@@ -79,6 +83,7 @@ class NetworkController:
                 f"node prefix /{node_prefix} must be between the cluster's /{self.cluster.prefixlen} and /30"
             )
         self.node_prefix = node_prefix
+        self.vips = VipAllocator(service_cidr, cluster_cidr)
         self._settled: dict[str, tuple[Any, ...]] = {}  # node → inputs of its last no-change run
         self._block = 1 << (32 - node_prefix)
         self._subnet_count = 1 << (node_prefix - self.cluster.prefixlen)
@@ -105,11 +110,17 @@ class NetworkController:
         addresses: list[tuple[str, Any]] = []
         subnets: list[tuple[str, Any]] = []
         nodes: set[str] = set()
+        services: dict[str, Any] = {}
+        vips: dict[str, Any] = {}
         for key, doc in snapshot.values.items():
             if key.startswith(PLACEMENTS):
                 placements[key[len(PLACEMENTS):]] = doc
             elif key.startswith(ADDRESSES):
                 addresses.append((key, doc))
+            elif key.startswith(SERVICES):
+                services[key[len(SERVICES):]] = doc
+            elif key.startswith(VIPS):
+                vips[key[len(VIPS):]] = doc
             elif key.startswith(SUBNETS):
                 subnets.append((key, doc))
             else:
@@ -122,6 +133,7 @@ class NetworkController:
         # Existing documents in key order: on a duplicate, the first name keeps its allocation.
         nets = self._allocate_subnets(sorted(subnets), nodes, puts, deletes)
         self._allocate_addresses(sorted(addresses), placements, nets, puts, deletes)
+        self.vips.reconcile(services, vips, puts, deletes)
         return ChangeSet(puts, frozenset(deletes))
 
     def _allocate_subnets(

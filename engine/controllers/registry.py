@@ -2,7 +2,7 @@
 
 Order matters for settling quickly: instances exist before they are placed, node conditions are
 known before placement avoids down nodes, and addresses follow placements. The knobs are
-`ControllerConfig`'s fields (cluster CIDR, per-node prefix, placement options).
+`ControllerConfig`'s fields (cluster CIDR, per-node prefix, service CIDR, placement options).
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from ccattler.engine.controllers.endpoint import EndpointController
 from ccattler.engine.controllers.failure import FailureController
 from ccattler.engine.controllers.instance import InstanceController
 from ccattler.engine.controllers.network import DEFAULT_CLUSTER_CIDR, DEFAULT_NODE_PREFIX, NetworkController
+from ccattler.engine.controllers.vip import DEFAULT_SERVICE_CIDR
 from ccattler.engine.facts.snapshot import Controller
 from ccattler.engine.netpolicy.controller import NetpolicyController
 from ccattler.engine.placement.controller import PlacementController
@@ -26,6 +27,7 @@ class ControllerConfig:
 
     cluster_cidr: str = DEFAULT_CLUSTER_CIDR
     node_prefix: int = DEFAULT_NODE_PREFIX
+    service_cidr: str = DEFAULT_SERVICE_CIDR
     placement: PlanOptions | None = None
     time_zone: str = "UTC"  # the cluster's: schedule windows of `scale` blocks
 
@@ -39,7 +41,7 @@ def default_controllers(config: ControllerConfig | None = None) -> list[Controll
         InstanceController(),
         FailureController(),
         PlacementController(config.placement),
-        NetworkController(config.cluster_cidr, config.node_prefix),
+        NetworkController(config.cluster_cidr, config.node_prefix, config.service_cidr),
         EndpointController(),
         NetpolicyController(),
     ]
