@@ -33,8 +33,8 @@ def server(
     cluster_cidr: Annotated[str | None, typer.Option("--cluster-cidr", help="Node subnets and instance "
                                                                             "addresses (default "
                                                                             "10.88.0.0/16).")] = None,
-    service_cidr: Annotated[str | None, typer.Option("--service-cidr", help="Service virtual IPs "
-                                                                            "(default 10.96.0.0/16).")] = None,
+    service_cidr: Annotated[str | None, typer.Option(
+        "--service-cidr", help="Service virtual IPs (default 10.96.0.0/16).")] = None,
     workers: Annotated[int, typer.Option("--workers", min=16, help="Threads per listener: one per open "
                                                                   "stream (an agent keeps one), so "
                                                                   "about nodes + 60.")] = 256,

@@ -44,8 +44,8 @@ def up(
     cluster_cidr: Annotated[str | None, typer.Option("--cluster-cidr", help="Instance addresses "
                                                                             "(default 10.88.0.0/16).")
                                 ] = None,
-    service_cidr: Annotated[str | None, typer.Option("--service-cidr", help="Service virtual IPs "
-                                                                            "(default 10.96.0.0/16).")] = None,
+    service_cidr: Annotated[str | None, typer.Option(
+        "--service-cidr", help="Service virtual IPs (default 10.96.0.0/16).")] = None,
     metrics: Annotated[str, typer.Option("--metrics", help="The server's /metrics address, or 'off'.")
                        ] = "127.0.0.1:9443",
     ttl: Annotated[float, typer.Option("--ttl", help="Node lease seconds.")] = 10.0,

@@ -49,7 +49,8 @@ class VipAllocator:
         try:
             self.range = ipaddress.IPv4Network(service_cidr)
         except ValueError as exc:
-            raise InvalidServiceRange(f"service CIDR {service_cidr!r} is not an IPv4 network: {exc}") from None
+            raise InvalidServiceRange(
+                f"service CIDR {service_cidr!r} is not an IPv4 network: {exc}") from None
         if self.range.prefixlen > 30:
             raise InvalidServiceRange(f"service CIDR {service_cidr} is too small (at most /30)")
         if cluster_cidr and self.range.overlaps(ipaddress.IPv4Network(cluster_cidr)):
