@@ -26,6 +26,8 @@ from cluster_view import ClusterView, command  # noqa: E402
 ZONES = ("a", "b", "c", "d")
 #: Wide enough for 1,000+ nodes at one /24 each (the default 10.88.0.0/16 holds 256).
 CLUSTER_CIDR = "10.0.0.0/8"
+#: Virtual IPs outside the /8 the 1,000 simulated nodes need (numbers only: no traffic is sent).
+SERVICE_CIDR = "172.31.0.0/16"
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,7 +124,7 @@ def serve(args: argparse.Namespace) -> None:
     options = ServerOptions(listen="127.0.0.1:0", token_listen="127.0.0.1:0", metrics_listen=None,
                             workers=4 * args.nodes + 128)
     api = ApiServer(store, ClusterFiles(Path(args.pki)), options).start()
-    runner = Runner(store, default_controllers(ControllerConfig(cluster_cidr=CLUSTER_CIDR)))
+    runner = Runner(store, default_controllers(ControllerConfig(cluster_cidr=CLUSTER_CIDR, service_cidr=SERVICE_CIDR)))
     runner.start()
     view = ClusterView()
     threading.Thread(target=view.follow, args=(store, store.revision()), daemon=True).start()

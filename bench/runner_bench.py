@@ -114,7 +114,7 @@ def main() -> None:
         load(store, args.nodes, args.services, args.replicas)
         instance = InstanceController()
         failure = FailureController()
-        network = NetworkController("10.0.0.0/8", 24)
+        network = NetworkController("10.0.0.0/8", 24, "172.31.0.0/16")
 
         print(f"settle instance controller from empty: {timed(lambda: settle(store, [instance], 0.0)):.2f} s")
         print(f"re-settle (no-op round): {median(lambda: settle(store, [instance], 0.0), args.rounds):.3f} s")
