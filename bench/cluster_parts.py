@@ -124,7 +124,8 @@ def serve(args: argparse.Namespace) -> None:
     options = ServerOptions(listen="127.0.0.1:0", token_listen="127.0.0.1:0", metrics_listen=None,
                             workers=4 * args.nodes + 128)
     api = ApiServer(store, ClusterFiles(Path(args.pki)), options).start()
-    runner = Runner(store, default_controllers(ControllerConfig(cluster_cidr=CLUSTER_CIDR, service_cidr=SERVICE_CIDR)))
+    config = ControllerConfig(cluster_cidr=CLUSTER_CIDR, service_cidr=SERVICE_CIDR)
+    runner = Runner(store, default_controllers(config))
     runner.start()
     view = ClusterView()
     threading.Thread(target=view.follow, args=(store, store.revision()), daemon=True).start()
