@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 SYSTEM_PACKAGES=(etcd-server etcd-client runc busybox-static iproute2 nftables libnftables1
-                 iputils-ping skopeo docker-registry e2fsprogs conntrack)
+                 iputils-ping skopeo docker-registry e2fsprogs conntrack clang libbpf-dev bpftool)
 
 missing=()
 for p in "${SYSTEM_PACKAGES[@]}"; do
@@ -23,4 +23,7 @@ PYTHON=${PYTHON:-python3}
 .venv/bin/pip install -q -e '.[dev]'
 # The busybox image, so a fresh machine runs containers with no registry (node state dir).
 .venv/bin/cca image build-busybox
+# The eBPF data plane's object, built against this kernel's BTF (bpf/build.py); a kernel without
+# BTF only loses `--dataplane ebpf`, so a failure here is reported, not fatal.
+.venv/bin/python -m ccattler.bpf.build || echo "warning: no eBPF data plane on this machine (see above)"
 echo "installed: $(.venv/bin/cca --version)"

@@ -1,0 +1,190 @@
+"""The eBPF data plane (`--dataplane ebpf`): socket load balancing for service VIPs and identity
+policy into local instances, as BPF map contents (bpf/ccattler.bpf.c, loaded per node by
+bpf/loader.py). `apply` diffs the desired state against the maps as read back from the kernel, so a
+restarted agent repairs rather than appends, and never disturbs connections: translation happens
+once at connect time, and a service's slots are written before its count is raised and trimmed
+after it is lowered (a connecting socket never picks an empty slot).
+
+Not in BPF: external node ports and node-originated traffic to VIPs (socket LB sees only sockets of
+the node's containers, and incoming external packets need packet NAT): both go to `fallback`, the
+nftables plane, when one is given.
+
+Identities get small numbers local to this node (1 is the node itself: its gateway and underlay
+addresses, always admitted, so probes and the node-local DNS keep working); the number ↔ name table
+is kept in a file beside the node's state, since the maps hold only numbers.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+from ccattler.agent.dataplane.base import Backend, DataPlane, DataPlaneState, Frontend, PolicyIngress
+from ccattler.bpf import maps
+from ccattler.bpf.loader import NodePrograms
+from ccattler.bpf.syscall import Map
+
+HOST = "host"
+
+
+class EbpfDataPlane(DataPlane):
+    name = "ebpf"
+
+    def __init__(self, node: str, cgroup: str, state_dir: Path | str, host_addresses: tuple[str, ...] = (),
+                 fallback: DataPlane | None = None, programs: NodePrograms | None = None) -> None:
+        self.programs = programs or NodePrograms(node, cgroup)
+        self.programs.setup()
+        self.maps = {name: Map(self.programs.map_path(name))
+                     for name in ("cca_services", "cca_backends", "cca_ipcache", "cca_policy", "cca_policed")}
+        self.ids_file = Path(state_dir) / "dataplane" / "ebpf-identities.json"
+        self.ids: dict[str, int] = self._load_ids()
+        self.host_addresses = tuple(host_addresses)
+        self.fallback = fallback
+
+    # -- identities -----------------------------------------------------------------------------
+    def _load_ids(self) -> dict[str, int]:
+        try:
+            ids = json.loads(self.ids_file.read_text())
+        except (OSError, ValueError):
+            ids = {}
+        ids[HOST] = maps.HOST_IDENTITY
+        return ids
+
+    def _identity(self, name: str) -> int:
+        if name not in self.ids:
+            used = set(self.ids.values())
+            self.ids[name] = next(i for i in range(2, 2**31) if i not in used)
+        return self.ids[name]
+
+    def _save_ids(self, keep: set[str]) -> None:
+        self.ids = {n: i for n, i in self.ids.items() if n in keep or n == HOST}
+        self.ids_file.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.ids_file.with_suffix(".tmp")
+        tmp.write_text(json.dumps(self.ids, sort_keys=True))
+        tmp.replace(self.ids_file)
+
+    # -- apply ----------------------------------------------------------------------------------
+    def apply(self, state: DataPlaneState) -> None:
+        self._apply_services(state.services)
+        self._apply_policy(state)
+        if self.fallback is not None:
+            self.fallback.apply(DataPlaneState(services=state.services, external=state.external))
+
+    def _apply_services(self, desired: dict[Frontend, tuple[Backend, ...]]) -> None:
+        svc, be = self.maps["cca_services"], self.maps["cca_backends"]
+        current = {maps.parse_svc_key(k): maps.parse_svc_val(v) for k, v in svc.read_all().items()}
+        slots: dict[int, dict[int, tuple[str, int]]] = {}
+        for k, v in be.read_all().items():
+            sid, slot = maps.parse_backend_key(k)
+            slots.setdefault(sid, {})[slot] = maps.parse_backend_val(v)
+        used, live = {sid for sid, _, _ in current.values()}, set()
+        for front, backends in sorted(desired.items()):
+            key = (front.ip, front.port, front.protocol)
+            want = sorted({(b.ip, b.port) for b in backends})
+            if key in current:
+                sid, count, hits = current[key]
+            else:
+                sid, count, hits = next(i for i in range(1, 2**31) if i not in used), 0, 0
+                used.add(sid)
+            have = slots.get(sid, {})
+            live.add(sid)
+            be.update_many([(maps.backend_key(sid, i), maps.backend_val(*b))
+                            for i, b in enumerate(want) if have.get(i) != b])  # slots first …
+            if key not in current or count != len(want):
+                svc.update(maps.svc_key(*key), maps.svc_val(sid, len(want), hits))  # … then the count
+            be.delete_many([maps.backend_key(sid, i) for i in have if i >= len(want)])
+        wanted = {(f.ip, f.port, f.protocol) for f in desired}
+        for key in current:
+            if key not in wanted:
+                svc.delete(maps.svc_key(*key))  # the frontend first, then (below) its slots
+        for sid in set(slots) - live:  # slots of removed services, or orphaned by a crash
+            be.delete_many([maps.backend_key(sid, i) for i in slots[sid]])
+
+    def _apply_policy(self, state: DataPlaneState) -> None:
+        names = set(state.identities) | set(state.policies)
+        names |= {src for p in state.policies.values() for src, _, _ in p.allowed}
+        want_ip = {ip: maps.HOST_IDENTITY for ip in self.host_addresses}
+        for name, ips in sorted(state.identities.items()):
+            for ip in ips:
+                want_ip.setdefault(ip, self._identity(name))
+        want_policy = {(self._identity(dst), self._identity(src), port, proto)
+                       for dst, p in state.policies.items() for src, port, proto in p.allowed}
+        want_policed = {self._identity(dst) for dst in state.policies}
+        self._save_ids(names)
+        ipc, pol, policed = self.maps["cca_ipcache"], self.maps["cca_policy"], self.maps["cca_policed"]
+        # Grants before policing and address moves, revocations after: nothing is cut in between.
+        have_policy = {maps.parse_policy_key(k) for k in pol.walk()}
+        pol.update_many([(maps.policy_key(*t), maps.counter()) for t in sorted(want_policy - have_policy)])
+        have_ip = {maps.parse_ip_key(k): maps.parse_ipcache_val(v) for k, v in ipc.read_all().items()}
+        ipc.update_many([(maps.ip_key(ip), maps.ipcache_val(i)) for ip, i in sorted(want_ip.items())
+                         if have_ip.get(ip) != i])
+        have_policed = {maps.parse_identity_key(k) for k in policed.walk()}
+        policed.update_many([(maps.identity_key(i), maps.counter())
+                             for i in sorted(want_policed - have_policed)])
+        policed.delete_many([maps.identity_key(i) for i in have_policed - want_policed])
+        pol.delete_many([maps.policy_key(*t) for t in have_policy - want_policy])
+        ipc.delete_many([maps.ip_key(ip) for ip in set(have_ip) - set(want_ip)])
+
+    # -- read back ------------------------------------------------------------------------------
+    def programmed(self) -> DataPlaneState:
+        svc, be = self.maps["cca_services"], self.maps["cca_backends"]
+        slots: dict[int, dict[int, tuple[str, int]]] = {}
+        for k, v in be.read_all().items():
+            sid, slot = maps.parse_backend_key(k)
+            slots.setdefault(sid, {})[slot] = maps.parse_backend_val(v)
+        services = {}
+        for k, v in svc.read_all().items():
+            vip, port, proto = maps.parse_svc_key(k)
+            sid, count, _ = maps.parse_svc_val(v)
+            got = slots.get(sid, {})
+            services[Frontend(vip, port, proto)] = tuple(Backend(*got[i]) for i in range(count) if i in got)
+        names = {i: n for n, i in self.ids.items()}
+        identities: dict[str, set[str]] = {}
+        for k, v in self.maps["cca_ipcache"].read_all().items():
+            name = names.get(maps.parse_ipcache_val(v), f"#{maps.parse_ipcache_val(v)}")
+            if name != HOST:
+                identities.setdefault(name, set()).add(maps.parse_ip_key(k))
+        allowed: dict[str, set[tuple[str, int, str]]] = {}
+        for k in self.maps["cca_policy"].walk():
+            dst, src, port, proto = maps.parse_policy_key(k)
+            allowed.setdefault(names.get(dst, f"#{dst}"), set()).add((names.get(src, f"#{src}"), port, proto))
+        policies = {}
+        for k in self.maps["cca_policed"].walk():
+            name = names.get(maps.parse_identity_key(k), f"#{maps.parse_identity_key(k)}")
+            policies[name] = PolicyIngress(name, frozenset(identities.get(name, ())),
+                                           frozenset(allowed.get(name, ())))
+        external = self.fallback.programmed().external if self.fallback is not None else {}
+        return DataPlaneState(services=services, external=external,
+                              identities={n: frozenset(a) for n, a in identities.items()}, policies=policies)
+
+    def counters(self) -> dict[str, dict]:
+        """Hit counters for `cca node-inspect --dataplane`: connections per VIP, packets per policy
+        tuple, drops per default-deny identity."""
+        names = {i: n for n, i in self.ids.items()}
+        out: dict[str, dict] = {"services": {}, "policy": {}, "dropped": {}}
+        for k, v in self.maps["cca_services"].read_all().items():
+            vip, port, proto = maps.parse_svc_key(k)
+            out["services"][f"{vip}:{port}/{proto}"] = maps.parse_svc_val(v)[2]
+        for k, v in self.maps["cca_policy"].read_all().items():
+            dst, src, port, proto = maps.parse_policy_key(k)
+            tuple_name = f"{names.get(src, src)} -> {names.get(dst, dst)}:{port}/{proto}"
+            out["policy"][tuple_name] = maps.parse_counter(v)
+        for k, v in self.maps["cca_policed"].read_all().items():
+            out["dropped"][names.get(maps.parse_identity_key(k), "?")] = maps.parse_counter(v)
+        return out
+
+    def teardown(self) -> None:
+        for m in self.maps.values():
+            m.close()
+        self.programs.teardown()
+        self.ids_file.unlink(missing_ok=True)
+        if self.fallback is not None:
+            self.fallback.teardown()
+
+
+def normalised(state: DataPlaneState) -> DataPlaneState:
+    """`state` as the eBPF plane can read it back (backends as address and port only, sorted), for
+    comparing a desired state with `programmed()`."""
+    return replace(state, services={f: tuple(sorted({Backend(b.ip, b.port) for b in bs}))
+                                    for f, bs in state.services.items()})
