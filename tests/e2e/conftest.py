@@ -46,6 +46,14 @@ class Shell:
             assert done.returncode == 0, f"cca {' '.join(args)} failed:\n{done.stdout}\n{done.stderr}"
         return done
 
+    def up_local(self, port: int, node_state: Path,
+                 network_names: tuple[str, str]) -> subprocess.CompletedProcess:
+        """`cca up --detach` on this test's loopback port, node state dir, bridge and address range."""
+        bridge, cidr = network_names
+        return self.cca("up", "--detach", "--server", f"127.0.0.1:{port}", "--state-dir", str(node_state),
+                        "--bridge", bridge, "--runc-root", str(node_state / "runc"), "--cluster-cidr", cidr,
+                        "--metrics", "off")
+
     def spawn(self, name: str, *args: str) -> subprocess.Popen:
         log = open(self.home / f"{name}.log", "ab")  # noqa: SIM115 (the child holds it)
         return subprocess.Popen([*CCA, *args], env=self.env, stdout=log, stderr=subprocess.STDOUT,

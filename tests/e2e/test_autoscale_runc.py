@@ -23,10 +23,7 @@ service burn {
 
 def test_busy_loop_cpu_scales_up(root, shell, node_state: Path, network_names, port: int, wait,
                                  tmp_path: Path) -> None:
-    bridge, cidr = network_names
-    shell.cca("up", "--detach", "--server", f"127.0.0.1:{port}", "--state-dir", str(node_state),
-              "--bridge", bridge, "--runc-root", str(node_state / "runc"), "--cluster-cidr", cidr,
-              "--metrics", "off")
+    shell.up_local(port, node_state, network_names)
     try:
         app = tmp_path / "burn.cca"
         app.write_text(BUSY)

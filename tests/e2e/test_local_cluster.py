@@ -56,12 +56,10 @@ def alive(pid: int) -> bool:
 
 def test_up_apply_restart_scale_down(root, shell, node_state: Path, network_names, port: int, wait,
                                      tmp_path: Path) -> None:
-    bridge, cidr = network_names
+    bridge, _ = network_names
     wait_for = wait
     runc_root = node_state / "runc"
-    up = shell.cca("up", "--detach", "--server", f"127.0.0.1:{port}", "--state-dir", str(node_state),
-                   "--bridge", bridge, "--runc-root", str(runc_root), "--cluster-cidr", cidr,
-                   "--metrics", "off")
+    up = shell.up_local(port, node_state, network_names)
     try:
         assert "cluster ready" in up.stdout and "(runc)" in up.stdout
         assert "already running" in shell.cca("up", "--detach").stdout

@@ -73,10 +73,7 @@ def endpoints(home: Path, service: str) -> list[str]:
 
 def test_logs_exec_secrets_probes(root, shell, node_state: Path, network_names, port: int, wait,
                                   tmp_path: Path) -> None:
-    bridge, cidr = network_names
-    shell.cca("up", "--detach", "--server", f"127.0.0.1:{port}", "--state-dir", str(node_state),
-              "--bridge", bridge, "--runc-root", str(node_state / "runc"), "--cluster-cidr", cidr,
-              "--metrics", "off")
+    shell.up_local(port, node_state, network_names)
     try:
         app = tmp_path / "app.cca"
         app.write_text(APP)
