@@ -89,10 +89,7 @@ def resource_replicas(current: int, target_percent: int, resource: str, instance
     res = Result(current, util, ready, len(unready), len(missing), len(ignored))
     up_with_unready = bool(unready) and ratio > 1.0
     if not up_with_unready and not missing:
-        if abs(1.0 - ratio) <= tolerance:
-            return res
-        res.replicas = math.ceil(ratio * ready)
-        return res
+        return _first_pass(res, ratio, ready, tolerance)
     if missing:
         if ratio < 1.0:
             fallback = max(100, target_percent)
@@ -106,6 +103,14 @@ def resource_replicas(current: int, target_percent: int, resource: str, instance
             samples[name] = 0
     new_ratio, _ = _utilization(samples, requests, target_percent)
     return _recheck(res, current, ratio, new_ratio, len(samples), tolerance)
+
+
+def _first_pass(res: Result, ratio: float, ready: int, tolerance: float) -> Result:
+    """No missing samples and nothing set aside: within the tolerance keep the count, else scale
+    the ready instances by the ratio (the HPA's answer before its second pass)."""
+    if abs(1.0 - ratio) > tolerance:
+        res.replicas = math.ceil(ratio * ready)
+    return res
 
 
 def _recheck(res: Result, current: int, ratio: float, new_ratio: float, counted: int,
@@ -142,10 +147,7 @@ def per_instance_replicas(current: int, target: float, metric: str, instances,
     res = Result(current, avg / 1000, ready, len(unready), len(missing), len(ignored))
     up_with_unready = bool(unready) and ratio > 1.0
     if not up_with_unready and not missing:
-        if abs(1.0 - ratio) <= tolerance:
-            return res
-        res.replicas = math.ceil(ratio * ready)
-        return res
+        return _first_pass(res, ratio, ready, tolerance)
     if missing:
         fill = target_m if ratio < 1.0 else 0
         if ratio != 1.0:
