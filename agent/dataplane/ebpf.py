@@ -41,6 +41,7 @@ class EbpfDataPlane(DataPlane):
         self.ids: dict[str, int] = self._load_ids()
         self.host_addresses = tuple(host_addresses)
         self.fallback = fallback
+        self.repair()  # the first apply reads the maps back: a restart repairs, never appends
 
     # -- identities -----------------------------------------------------------------------------
     def _load_ids(self) -> dict[str, int]:
@@ -71,35 +72,62 @@ class EbpfDataPlane(DataPlane):
         if self.fallback is not None:
             self.fallback.apply(DataPlaneState(services=state.services, external=state.external))
 
-    def _apply_services(self, desired: dict[Frontend, tuple[Backend, ...]]) -> None:
-        svc, be = self.maps["cca_services"], self.maps["cca_backends"]
-        current = {maps.parse_svc_key(k): maps.parse_svc_val(v) for k, v in svc.read_all().items()}
+    def repair(self) -> None:
+        """Forget what this plane believes it programmed: the next `apply` reads the maps back and
+        repairs any drift (a restarted agent starts this way)."""
+        self._services = self._policy = None
+
+    def _read_services(self) -> tuple[dict[tuple[str, int, str], list[int]], dict[int, dict[int, tuple]]]:
+        """From the kernel: frontend → [id, count, hits], and id → slot → (address, port)."""
+        current = {maps.parse_svc_key(k): list(maps.parse_svc_val(v))
+                   for k, v in self.maps["cca_services"].read_all().items()}
         slots: dict[int, dict[int, tuple[str, int]]] = {}
-        for k, v in be.read_all().items():
+        for k, v in self.maps["cca_backends"].read_all().items():
             sid, slot = maps.parse_backend_key(k)
             slots.setdefault(sid, {})[slot] = maps.parse_backend_val(v)
-        used, live = {sid for sid, _, _ in current.values()}, set()
-        for front, backends in sorted(desired.items()):
+        return current, slots
+
+    def _apply_services(self, desired: dict[Frontend, tuple[Backend, ...]]) -> None:
+        """Diff against what was programmed (read from the kernel once, then kept), and write in
+        three batches — every slot, then every count, then trims and deletes — so a connecting
+        socket never picks a slot that is not there."""
+        if self._services is None:
+            self._services = self._read_services()
+        current, slots = self._services
+        used = {sid for sid, _, _ in current.values()}
+        slot_writes, count_writes, trims, live = [], [], [], set()
+        for front, backends in desired.items():
             key = (front.ip, front.port, front.protocol)
             want = sorted({(b.ip, b.port) for b in backends})
-            if key in current:
-                sid, count, hits = current[key]
-            else:
-                sid, count, hits = next(i for i in range(1, 2**31) if i not in used), 0, 0
+            if key not in current:
+                sid = max(used, default=0) + 1
                 used.add(sid)
-            have = slots.get(sid, {})
+                current[key] = [sid, -1, 0]
+            sid, count, _ = current[key]
+            have = slots.setdefault(sid, {})
             live.add(sid)
-            be.update_many([(maps.backend_key(sid, i), maps.backend_val(*b))
-                            for i, b in enumerate(want) if have.get(i) != b])  # slots first …
-            if key not in current or count != len(want):
-                svc.update(maps.svc_key(*key), maps.svc_val(sid, len(want), hits))  # … then the count
-            be.delete_many([maps.backend_key(sid, i) for i in have if i >= len(want)])
+            for i, b in enumerate(want):
+                if have.get(i) != b:
+                    slot_writes.append((maps.backend_key(sid, i), maps.backend_val(*b)))
+                    have[i] = b
+            if count != len(want):
+                raw = self.maps["cca_services"].lookup(maps.svc_key(*key))  # its live hit counter
+                hits = maps.parse_svc_val(raw)[2] if raw else 0
+                count_writes.append((maps.svc_key(*key), maps.svc_val(sid, len(want), hits)))
+                current[key][1] = len(want)
+            for i in [i for i in have if i >= len(want)]:
+                trims.append(maps.backend_key(sid, i))
+                del have[i]
+        svc, be = self.maps["cca_services"], self.maps["cca_backends"]
+        be.update_many(slot_writes)
+        svc.update_many(count_writes)
+        be.delete_many(trims)
         wanted = {(f.ip, f.port, f.protocol) for f in desired}
-        for key in current:
-            if key not in wanted:
-                svc.delete(maps.svc_key(*key))  # the frontend first, then (below) its slots
+        for key in [k for k in current if k not in wanted]:
+            svc.delete(maps.svc_key(*key))  # the frontend first, then (below) its slots
+            del current[key]
         for sid in set(slots) - live:  # slots of removed services, or orphaned by a crash
-            be.delete_many([maps.backend_key(sid, i) for i in slots[sid]])
+            be.delete_many([maps.backend_key(sid, i) for i in slots.pop(sid)])
 
     def _apply_policy(self, state: DataPlaneState) -> None:
         names = set(state.identities) | set(state.policies)
@@ -113,30 +141,28 @@ class EbpfDataPlane(DataPlane):
         want_policed = {self._identity(dst) for dst in state.policies}
         self._save_ids(names)
         ipc, pol, policed = self.maps["cca_ipcache"], self.maps["cca_policy"], self.maps["cca_policed"]
+        if self._policy is None:
+            addresses = {maps.parse_ip_key(k): maps.parse_ipcache_val(v) for k, v in ipc.read_all().items()}
+            self._policy = ({maps.parse_policy_key(k) for k in pol.walk()}, addresses,
+                            {maps.parse_identity_key(k) for k in policed.walk()})
+        have_policy, have_ip, have_policed = self._policy
         # Grants before policing and address moves, revocations after: nothing is cut in between.
-        have_policy = {maps.parse_policy_key(k) for k in pol.walk()}
         pol.update_many([(maps.policy_key(*t), maps.counter()) for t in sorted(want_policy - have_policy)])
-        have_ip = {maps.parse_ip_key(k): maps.parse_ipcache_val(v) for k, v in ipc.read_all().items()}
         ipc.update_many([(maps.ip_key(ip), maps.ipcache_val(i)) for ip, i in sorted(want_ip.items())
                          if have_ip.get(ip) != i])
-        have_policed = {maps.parse_identity_key(k) for k in policed.walk()}
         policed.update_many([(maps.identity_key(i), maps.counter())
                              for i in sorted(want_policed - have_policed)])
         policed.delete_many([maps.identity_key(i) for i in have_policed - want_policed])
         pol.delete_many([maps.policy_key(*t) for t in have_policy - want_policy])
         ipc.delete_many([maps.ip_key(ip) for ip in set(have_ip) - set(want_ip)])
+        self._policy = (want_policy, want_ip, want_policed)
 
     # -- read back ------------------------------------------------------------------------------
     def programmed(self) -> DataPlaneState:
-        svc, be = self.maps["cca_services"], self.maps["cca_backends"]
-        slots: dict[int, dict[int, tuple[str, int]]] = {}
-        for k, v in be.read_all().items():
-            sid, slot = maps.parse_backend_key(k)
-            slots.setdefault(sid, {})[slot] = maps.parse_backend_val(v)
+        """What the maps hold now (read from the kernel, not from this plane's own record)."""
+        current, slots = self._read_services()
         services = {}
-        for k, v in svc.read_all().items():
-            vip, port, proto = maps.parse_svc_key(k)
-            sid, count, _ = maps.parse_svc_val(v)
+        for (vip, port, proto), (sid, count, _) in current.items():
             got = slots.get(sid, {})
             services[Frontend(vip, port, proto)] = tuple(Backend(*got[i]) for i in range(count) if i in got)
         names = {i: n for n, i in self.ids.items()}
