@@ -12,7 +12,7 @@ import logging
 import os
 import shutil
 import socket
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -114,24 +114,34 @@ def _host_address() -> str:
 
 
 def cleanup_node(state_dir: Path, kind: str = "runc", bridge: str = "cca0",
-                 runc_root: Path | None = None) -> None:
+                 runc_root: Path | None = None) -> list[str]:
     """Remove every container, namespace, veth, the bridge and the NAT table a node left in
     `state_dir`, without the agent that made them (`cca down` after a crash), and unmount volume
-    images. Images and volume data stay."""
+    images. Images and volume data stay. Every step is tried even when an earlier one fails;
+    returns what could not be removed (empty: everything went)."""
+    problems: list[str] = []
+
+    def attempt(what: str, step: Callable[[], object]) -> None:
+        try:
+            step()
+        except Exception as exc:  # noqa: BLE001 (clean-up reports every failure and goes on)
+            problems.append(f"{what}: {exc}")
+
     runtime = make_runtime(kind, state_dir, ImageStore(state_dir), runc_root)
     names = [status.name for status in runtime.list()]
-    runtime.stop_many(names, timeout=1.0)
+    attempt("stopping containers", lambda: runtime.stop_many(names, timeout=1.0))
     for name in names:
-        runtime.remove(name)
-    runtime.prune()
+        attempt(f"container {name}", lambda name=name: runtime.remove(name))
+    attempt("container state", runtime.prune)
     if runtime.volumes is not None:  # unmounted, kept: no declaration here says they may go
-        runtime.volumes.unmount_all()
-    network = NodeNetwork.recorded(state_dir, bridge) if runtime.isolated_network else None
-    if network is not None:
-        network.teardown()
-        network.close()
+        attempt("volume images", runtime.volumes.unmount_all)
     if runtime.isolated_network:
-        Overlay(device_name(bridge), "0.0.0.0").remove()
+        network = NodeNetwork.recorded(state_dir, bridge)
+        if network is not None:
+            attempt("node network", network.teardown)
+            network.close()
+        attempt("overlay device", Overlay(device_name(bridge), "0.0.0.0").remove)
+    return problems
 
 
 class NodeCore:

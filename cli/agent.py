@@ -239,7 +239,11 @@ def agent(
     if cleanup:
         from ccattler.agent.node import cleanup_node
 
-        cleanup_node(state, kind, bridge, runc_root)
+        problems = cleanup_node(state, kind, bridge, runc_root)
+        for problem in problems:
+            typer.echo(f"could not remove: {problem}", err=True)
+        if problems:
+            raise typer.Exit(1)
         typer.echo(f"removed the containers and node network of {state} ({kind})")
         return
     if simulate or nodes:

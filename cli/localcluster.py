@@ -184,8 +184,9 @@ def remove_node_leftovers(layout: Layout, say: Callable[[str], None] = print) ->
         return
     from ccattler.agent.node import cleanup_node
 
-    cleanup_node(Path(layout.state_dir), layout.runtime, layout.bridge,
-                 Path(layout.runc_root) if layout.runc_root else None)
+    for problem in cleanup_node(Path(layout.state_dir), layout.runtime, layout.bridge,
+                                Path(layout.runc_root) if layout.runc_root else None):
+        say(f"could not remove: {problem}")
 
 
 def node_agent_args(layout: Layout, node: str) -> list[str]:
@@ -203,7 +204,10 @@ def down(home: Path, say: Callable[[str], None]) -> bool:
     agents = [f"agent-{n}" for n in layout.nodes] if layout and layout.underlay else []
     stopped = [name for name in [*PROCESSES[:1], *agents] if stop(home, name)]
     if layout is not None:
-        remove_node_leftovers(layout, say)
+        try:  # whatever happens here, the server below is still stopped
+            remove_node_leftovers(layout, say)
+        except Exception as exc:  # noqa: BLE001 (reported; `cca down` finishes its steps)
+            say(f"could not remove the node's containers and network: {exc}")
     stopped += [name for name in PROCESSES[1:] if stop(home, name)]
     (home / "run" / "up.json").unlink(missing_ok=True)
     if layout is None and not stopped:

@@ -68,9 +68,14 @@ class Underlay:
     def destroy(self) -> list[str]:
         """Remove the namespaces (their veths go with them) and the bridge; what could not go."""
         problems = []
+        from ccattler.agent.net import netns
+
         for node in self.nodes.values():
             if _exists("netns", node["netns"]):
-                problems += _try("ip", "netns", "del", node["netns"])
+                try:  # lazy and repeated unmounts: a busy or stacked pin does not stop the rest
+                    netns.remove(node["netns"])
+                except OSError as exc:
+                    problems.append(f"namespace {node['netns']}: {exc}")
         if _exists("link", self.bridge):
             problems += _try("ip", "link", "del", self.bridge)
         return problems

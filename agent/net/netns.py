@@ -86,9 +86,15 @@ def create(name: str) -> Path:
 
 
 def remove(name: str) -> None:
-    """Unpin and delete namespace `name` (it lives on while processes still use it)."""
+    """Unpin and delete namespace `name` (it lives on while processes still use it).
+
+    Lazy unmounts, repeated while the pin is still a mount point: another `ip netns add` meanwhile
+    can stack a propagated copy over it, and unlinking a mount point fails with "Device or
+    resource busy"."""
     path = NETNS_DIR / name
-    if os.path.ismount(path):
+    for _ in range(64):  # each pass removes one stacked mount; 64 is far more than ever seen
+        if not _is_mount_point(path):
+            break
         _check(_libc.umount2(str(path).encode(), _MNT_DETACH), f"unmount {path}")
     path.unlink(missing_ok=True)
 

@@ -13,6 +13,7 @@ import ipaddress
 import json
 import os
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -89,17 +90,25 @@ class NodeNetwork:
             nat.install(self.bridge, str(self.subnet), self.no_masquerade)
 
     def teardown(self) -> None:
-        """Remove every container network, the bridge and the NAT table."""
+        """Remove every container network, the bridge and the NAT table: every step is tried, and
+        what could not be removed is raised at the end, all of it in one NetworkError."""
+        problems: list[str] = []
         for name in list(self.attachments()):
-            self.detach(name)
+            _attempt(problems, f"container network {name}", self.detach, name)
         for ns in self._own_namespaces():
-            _remove_netns(ns)
-        with self._lock:
-            index = self._index(self.bridge)
-            if index is not None:
-                self._ipr.link("del", index=index)
-            nat.remove(self.bridge)
-        (self.records / "subnet").unlink(missing_ok=True)
+            _attempt(problems, f"namespace {ns}", _remove_netns, ns)
+
+        def bridge_and_nat() -> None:
+            with self._lock:
+                index = self._index(self.bridge)
+                if index is not None:
+                    self._ipr.link("del", index=index)
+                nat.remove(self.bridge)
+
+        _attempt(problems, f"bridge {self.bridge} and its NAT table", bridge_and_nat)
+        if problems:
+            raise NetworkError("; ".join(problems))
+        (self.records / "subnet").unlink(missing_ok=True)  # kept while something is left: retried
 
     def close(self) -> None:
         self._ipr.close()
@@ -224,6 +233,14 @@ class NodeNetwork:
         if not NETNS_DIR.is_dir():
             return set()
         return {p.name for p in NETNS_DIR.iterdir() if p.name.startswith(f"{self.bridge}-")}
+
+
+def _attempt(problems: list[str], what: str, step: Callable[..., object], *args: object) -> None:
+    """Run one clean-up step; a failure is noted in `problems` and the next step still runs."""
+    try:
+        step(*args)
+    except (OSError, NetlinkError, CcaError) as exc:
+        problems.append(f"{what}: {exc}")
 
 
 def _remove_netns(name: str) -> None:

@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 
 from ccattler.agent.images.store import ImageStore
+from ccattler.agent.net import nat
+from ccattler.agent.net.node import NETNS_DIR, NetworkError, NodeNetwork
 from ccattler.agent.node import NodeCore, cleanup_node
 from ccattler.agent.reconcile import Backoff
 from ccattler.agent.runtime.runc import RuncRuntime
@@ -117,3 +119,44 @@ def test_cleanup_after_an_agent_that_died(busybox_state: Path, tmp_path: Path, c
     # the agent dies here: no shutdown; `cca down` cleans up from the state dir alone
     cleanup_node(state, "runc", bridge, runc_root=state / "runc")
     clean_check(state, bridge)
+
+
+def test_cleanup_removes_a_namespace_pin_with_mounts_stacked_over_it(busybox_state: Path, tmp_path: Path,
+                                                                      clean_check) -> None:
+    """Issue 12 class 7: a pin another `ip netns add` stacked a mount over ("Device or resource
+    busy" on unlink) is unmounted lazily until it is free; every other step still runs."""
+    state = tmp_path / "state"
+    subprocess.run(["cp", "-a", "--link", str(busybox_state), str(state)], check=True)
+    bridge = f"cd{random.randrange(16**4):04x}"
+    subnet = f"10.{random.randrange(200, 250)}.{random.randrange(256)}.0/24"
+    runtime = RuncRuntime(state, ImageStore(state), runc_root=state / "runc")
+    core = NodeCore("n1", runtime, state_dir=state, bridge=bridge)
+    core.apply(hello_slice("n1", subnet, ["hello-y1", "hello-y2"]))
+    pins = sorted(p for p in NETNS_DIR.iterdir() if p.name.startswith(bridge))
+    assert pins, "the containers' namespaces are pinned under /run/netns"
+    for _ in range(3):  # three mounts stacked over one pin
+        subprocess.run(["mount", "--bind", str(pins[0]), str(pins[0])], check=True)
+    assert cleanup_node(state, "runc", bridge, runc_root=state / "runc") == []
+    clean_check(state, bridge)
+
+
+def test_network_teardown_tries_every_step_and_names_what_failed(tmp_path: Path, monkeypatch) -> None:
+    network = NodeNetwork("10.251.7.0/24", tmp_path, f"cd{random.randrange(16**4):04x}")
+    network.setup()
+    try:
+        (network.records / "broken.json").write_text(
+            '{"name": "broken", "ip": "10.251.7.5", "netns": "x-broken", "veth": "vbroken"}')
+
+        def refuse(name: str) -> None:
+            raise NetworkError(f"cannot remove network namespace x-{name}: Device or resource busy")
+
+        monkeypatch.setattr(network, "detach", refuse)
+        with pytest.raises(NetworkError, match="container network broken: .*busy"):
+            network.teardown()
+        assert not nat.exists(network.bridge), "the later steps ran anyway: NAT table removed"
+        assert subprocess.run(["ip", "link", "show", network.bridge], capture_output=True).returncode != 0
+    finally:
+        monkeypatch.undo()
+        (network.records / "broken.json").unlink(missing_ok=True)
+        network.teardown()
+        network.close()
