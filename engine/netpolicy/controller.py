@@ -6,9 +6,12 @@ instances mention, its addresses cluster-wide (from `derived/network/ip/`). Open
 nothing: the data plane leaves them alone.
 
 Incremental: the logic is solved again only when what it reads changes (services' identities and
-ports, network rules, netpolicy extensions); an address change (an instance placed, moved, gone)
-rewrites only the documents that mention its identity. A document is rewritten only when its
-content changes.
+ports, network rules, netpolicy extensions), and then only for the destination identities the
+change can touch (`facts.touched_destinations`: what a changed rule's `to` selects; a changed
+service and the destinations of rules whose `from` selects it) — the whole policy is solved at
+start and whenever an extension exists (extensions may relate any destinations). An address
+change (an instance placed, moved, gone) rewrites only the documents that mention its identity.
+A document is rewritten only when its content changes.
 """
 
 from __future__ import annotations
@@ -18,8 +21,9 @@ from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from ccattler.engine.facts.snapshot import ChangeSet, Snapshot, changed_keys
-from ccattler.engine.netpolicy.evaluate import Policy, evaluate
-from ccattler.engine.netpolicy.facts import EXTENSIONS, RULES, SERVICES, policy_inputs
+from ccattler.engine.netpolicy import facts
+from ccattler.engine.netpolicy.evaluate import Policy, evaluate, merged
+from ccattler.engine.netpolicy.facts import EXTENSIONS, RULES, SERVICES, Part, policy_inputs
 
 ADDRESSES = "derived/network/ip/"
 FIREWALL = "derived/firewall/"
@@ -67,9 +71,9 @@ class NetpolicyController:
         self._unsettled: set[str] = set()  # nodes written last run (a commit may have failed)
 
     def reconcile(self, snapshot: Snapshot, now: float) -> ChangeSet:
-        values = snapshot.values
-        full = self._seen is None
-        changed = list(values) if full else changed_keys(self._seen, values)
+        values, before = snapshot.values, self._seen
+        full = before is None
+        changed = list(values) if full else changed_keys(before, values)
         if full:
             self._addr.clear()
             self._where.clear()
@@ -81,17 +85,39 @@ class NetpolicyController:
                 identities.update(self._update_address(key, values.get(key), nodes))
             elif key.startswith(FIREWALL):
                 nodes.add(key[len(FIREWALL):])
-        if any(k.startswith((SERVICES, RULES, EXTENSIONS)) for k in changed) or self._inputs is None:
+        logic = [k for k in changed if k.startswith((SERVICES, RULES, EXTENSIONS))]
+        if logic or self._inputs is None:
             inputs = policy_inputs(values)
-            if inputs != self._inputs:
-                self._inputs, self.policy = inputs, evaluate(values)
-                self.solves += 1
-                self._index_sources()
-                nodes.update(self._all_nodes(values))
+            if inputs != self._inputs or logic:
+                self._solve(before, values, logic, inputs, nodes)
         for identity in identities:
             for destination in {identity} | self._sources_of.get(identity, set()):
                 nodes.update(node for node, _ in self._addr.get(destination, {}).values())
         return self._write(values, nodes)
+
+    def _solve(self, before: Mapping[str, Any] | None, values: Mapping[str, Any], logic: list[str],
+               inputs: tuple[Any, ...], nodes: set[str]) -> None:
+        """Solve again: only the destinations the change touches when that is exact (no extension
+        anywhere), else the whole policy. A partial solve rewrites only the documents of nodes
+        running a touched destination."""
+        touched = None
+        if before is not None and self._inputs is not None and not inputs[2] and not self._inputs[2]:
+            identities = {k[len(SERVICES):] for k in values if k.startswith(SERVICES)}
+            touched = facts.touched_destinations(before, values, logic, identities)
+        if touched is None:
+            self.policy = evaluate(values)
+            nodes.update(self._all_nodes(values))
+        elif touched or any(k.startswith(RULES) for k in logic):  # a rule naming nothing: its lints
+            part = Part.of(values, touched, logic)
+            self.policy = merged(self.policy, evaluate(values, part=part), part)
+            for destination in touched:
+                nodes.update(node for node, _ in self._addr.get(destination, {}).values())
+        else:
+            self._inputs = inputs
+            return
+        self._inputs = inputs
+        self.solves += 1
+        self._index_sources()
 
     def _update_address(self, key: str, doc: Any, nodes: set[str]) -> set[str]:
         """Record one address document; the identities whose address sets changed."""

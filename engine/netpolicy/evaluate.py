@@ -12,7 +12,7 @@ from typing import Any
 
 from clingo import Symbol
 
-from ccattler.engine.netpolicy.facts import extension_texts, snapshot_facts
+from ccattler.engine.netpolicy.facts import Part, extension_texts, snapshot_facts
 from ccattler.engine.solve import Session, SolveOptions, load_program, to_python
 
 SOLVE_OPTIONS = SolveOptions(conflicts=10_000, wall_seconds=60.0, optimize=False)
@@ -44,12 +44,18 @@ def _name(value: object) -> str:
 
 
 def evaluate(values: Mapping[str, Any], extra: Iterable[Symbol] = (),
-             extensions: Iterable[tuple[str, str]] | None = None) -> Policy:
-    """The policy of a snapshot's values; `extra` adds facts (e.g. `connection/4` to explain)."""
+             extensions: Iterable[tuple[str, str]] | None = None,
+             part: Part | None = None) -> Policy:
+    """The policy of a snapshot's values; `extra` adds facts (e.g. `connection/4` to explain).
+
+    With `part`, a partial solve: exact for its destination identities (a destination's policy
+    depends only on the rules that select it as `to`, its ports and the identities) and for the
+    lints of the rules it reads; the rest of the answer is incomplete. Not with extensions, which
+    may relate any destinations."""
     program = load_program("netpolicy").with_texts(
         extension_texts(values) if extensions is None else extensions)
     session = Session(program, SOLVE_OPTIONS)
-    session.add_facts([*snapshot_facts(values), *extra])
+    session.add_facts([*snapshot_facts(values, part), *extra])
     session.ground()
     return decode_policy(session.solve().symbols)
 
@@ -76,3 +82,18 @@ def decode_policy(symbols: Iterable[Symbol]) -> Policy:
                   {d: tuple(sorted(set(t))) for d, t in allowed.items() if d in guarded},
                   {d: tuple(sorted(set(t))) for d, t in denied.items()},
                   tuple(sorted(lints)), tuple(verdicts))
+
+
+def merged(policy: Policy, partial: Policy, part: Part) -> Policy:
+    """`policy` with the exact part of a partial solve put in: its entries for the part's
+    destinations, and its lints for the part's rules."""
+    destinations, rules = part.destinations, part.rule_ids()
+
+    def put(old: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, Any]:
+        out = {d: v for d, v in old.items() if d not in destinations}
+        out.update((d, v) for d, v in new.items() if d in destinations)
+        return out
+
+    lints = [lint for lint in policy.lints if lint[0] not in rules] + list(partial.lints)
+    return Policy(put(policy.guarded, partial.guarded), put(policy.allowed, partial.allowed),
+                  put(policy.denied, partial.denied), tuple(sorted(lints)))

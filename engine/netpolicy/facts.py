@@ -6,7 +6,8 @@ Only `desired/service/`, `desired/network/` and netpolicy extensions (`desired/l
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Set
+from dataclasses import dataclass
 from typing import Any
 
 from clingo import Symbol
@@ -54,15 +55,86 @@ def service_facts(identity: str, doc: Mapping[str, Any]) -> list[Symbol]:
     return facts
 
 
-def snapshot_facts(values: Mapping[str, Any]) -> Iterator[Symbol]:
-    """Every fact of the snapshot's services and network rules."""
+def snapshot_facts(values: Mapping[str, Any], part: Part | None = None) -> Iterator[Symbol]:
+    """Every fact of the snapshot's services and network rules — or, for a partial solve, every
+    identity but only the part's destinations' ports and the part's rules."""
     for key, doc in values.items():
         if not isinstance(doc, dict):
             continue
         if key.startswith(SERVICES):
-            yield from service_facts(key[len(SERVICES):], doc)
-        elif key.startswith(RULES):
+            identity = key[len(SERVICES):]
+            facts = service_facts(identity, doc)
+            yield from facts if part is None or identity in part.destinations else facts[:1]
+        elif key.startswith(RULES) and (part is None or key in part.rules):
             yield from rule_facts(key.rsplit("/", 1)[1], doc)
+
+
+@dataclass(frozen=True)
+class Part:
+    """What a partial solve covers: destination identities, and the rule keys it reads (every
+    rule whose `to` selects one of them or whose `from` selects a changed service, plus the
+    changed rules: so the lints of every rule the change can affect are exact)."""
+
+    destinations: frozenset[str]
+    rules: frozenset[str]
+
+    @staticmethod
+    def of(values: Mapping[str, Any], destinations: Set[str], changed: Iterable[str]) -> Part:
+        services = {key[len(SERVICES):] for key in changed if key.startswith(SERVICES)}
+        rules = {key for key, doc in values.items() if key.startswith(RULES) and isinstance(doc, dict)
+                 and (selected(str(doc.get("to", "")), destinations)
+                      or selected(str(doc.get("from", "")), services))}  # its lints may change
+        rules |= {key for key in changed if key.startswith(RULES)}  # removed ones: their lints go
+        return Part(frozenset(destinations), frozenset(rules))
+
+    def rule_ids(self) -> set[str]:
+        return {key.rsplit("/", 1)[1] for key in self.rules}
+
+
+def names(selector_text: str, identity: str) -> bool:
+    """Whether a rule's `from`/`to` text (`t/svc`, `t/*`, `*`) selects `identity` — the logic's
+    `selects/2`, in Python to find what a change touches before solving."""
+    if selector_text == "*":
+        return True
+    if selector_text.endswith("/*"):
+        return identity.split("/", 1)[0] == selector_text[:-2]
+    return selector_text == identity
+
+
+def touched_destinations(before: Mapping[str, Any], after: Mapping[str, Any], changed: Iterable[str],
+                         identities: Set[str]) -> set[str] | None:
+    """The destination identities whose policy a change of keys `changed` (old values `before`, new
+    `after`) can alter, or None when only a full solve is exact (an extension changed).
+
+    A rule touches what its `to` selects (old and new text); a service that appears, goes or
+    changes its ports touches itself and every destination of a rule whose `from` selects it."""
+    rules_after = [doc for key, doc in after.items() if key.startswith(RULES) and isinstance(doc, dict)]
+    out: set[str] = set()
+    for key in changed:
+        if key.startswith(EXTENSIONS):
+            return None
+        if key.startswith(RULES):
+            for doc in (before.get(key), after.get(key)):
+                if isinstance(doc, dict):
+                    out |= selected(str(doc.get("to", "")), identities)
+        elif key.startswith(SERVICES):
+            identity = key[len(SERVICES):]
+            old, new = before.get(key), after.get(key)
+            if isinstance(old, dict) and isinstance(new, dict) and \
+                    service_facts(identity, old) == service_facts(identity, new):
+                continue  # a change the logic does not read (image, env, …)
+            out.add(identity)
+            for doc in rules_after:
+                if names(str(doc.get("from", "")), identity):
+                    out |= selected(str(doc.get("to", "")), identities)
+    return out
+
+
+def selected(selector_text: str, identities: Set[str]) -> set[str]:
+    """The identities of `identities` a selector text selects."""
+    if selector_text == "*" or selector_text.endswith("/*"):
+        return {i for i in identities if names(selector_text, i)}
+    return {selector_text} & identities
 
 
 def extension_texts(values: Mapping[str, Any]) -> list[tuple[str, str]]:
