@@ -23,7 +23,7 @@ from typing import Any, ClassVar
 from ccattler.engine.facts.snapshot import ChangeSet, Snapshot, changed_keys
 from ccattler.engine.netpolicy import facts
 from ccattler.engine.netpolicy.evaluate import Policy, evaluate, merged
-from ccattler.engine.netpolicy.facts import EXTENSIONS, RULES, SERVICES, Part, policy_inputs
+from ccattler.engine.netpolicy.facts import EXTENSIONS, RULES, SERVICES, Part, extension_texts, policy_inputs
 
 ADDRESSES = "derived/network/ip/"
 FIREWALL = "derived/firewall/"
@@ -62,13 +62,14 @@ class NetpolicyController:
 
     def __init__(self) -> None:
         self._seen: Mapping[str, Any] | None = None
-        self._inputs: tuple[Any, ...] | None = None
+        self._inputs: tuple[Any, ...] | None = None  # what the last whole-policy solve read
+        self._extensions = False  # whether any netpolicy extension is stored (no partial solves)
         self.policy = Policy()
         self.solves = 0  # how often the logic ran (tests check incrementality)
         self._addr: dict[str, dict[str, tuple[str, str]]] = defaultdict(dict)  # identity → inst → (node, ip)
         self._where: dict[str, tuple[str, str]] = {}  # inst key → (identity, node)
-        self._sources_of: dict[str, set[str]] = {}  # source identity → guarded destinations naming it
-        self._unsettled: set[str] = set()  # nodes written last run (a commit may have failed)
+        self._sources_of: dict[str, set[str]] = defaultdict(set)  # source → guarded destinations naming it
+        self._written: dict[str, Any] = {}  # node → the document last written (None: deleted)
 
     def reconcile(self, snapshot: Snapshot, now: float) -> ChangeSet:
         values, before = snapshot.values, self._seen
@@ -78,46 +79,54 @@ class NetpolicyController:
             self._addr.clear()
             self._where.clear()
         self._seen = values
-        nodes: set[str] = set(self._unsettled)
+        # Documents written last run that the store does not show yet (a commit may have failed).
+        nodes = {n for n, doc in self._written.items() if values.get(FIREWALL + n) != doc}
         identities: set[str] = set()
         for key in changed:
             if key.startswith(ADDRESSES):
                 identities.update(self._update_address(key, values.get(key), nodes))
-            elif key.startswith(FIREWALL):
-                nodes.add(key[len(FIREWALL):])
+            elif key.startswith(FIREWALL) and values.get(key) != self._written.get(key[len(FIREWALL):]):
+                nodes.add(key[len(FIREWALL):])  # not (only) our own write coming back
         logic = [k for k in changed if k.startswith((SERVICES, RULES, EXTENSIONS))]
-        if logic or self._inputs is None:
-            inputs = policy_inputs(values)
-            if inputs != self._inputs or logic:
-                self._solve(before, values, logic, inputs, nodes)
+        if full or logic:
+            self._solve(before, values, logic, nodes)
         for identity in identities:
             for destination in {identity} | self._sources_of.get(identity, set()):
                 nodes.update(node for node, _ in self._addr.get(destination, {}).values())
         return self._write(values, nodes)
 
     def _solve(self, before: Mapping[str, Any] | None, values: Mapping[str, Any], logic: list[str],
-               inputs: tuple[Any, ...], nodes: set[str]) -> None:
+               nodes: set[str]) -> None:
         """Solve again: only the destinations the change touches when that is exact (no extension
         anywhere), else the whole policy. A partial solve rewrites only the documents of nodes
         running a touched destination."""
+        if before is None or any(k.startswith(EXTENSIONS) for k in logic):
+            self._extensions = bool(extension_texts(values))
         touched = None
-        if before is not None and self._inputs is not None and not inputs[2] and not self._inputs[2]:
+        if before is not None and not self._extensions:
             identities = {k[len(SERVICES):] for k in values if k.startswith(SERVICES)}
             touched = facts.touched_destinations(before, values, logic, identities)
         if touched is None:
-            self.policy = evaluate(values)
+            inputs = policy_inputs(values)
+            if inputs == self._inputs:
+                return  # nothing the logic reads changed
+            self._inputs, self.policy = inputs, evaluate(values)
+            self._sources_of = defaultdict(set)
+            self._index_sources(self.policy.allowed)
             nodes.update(self._all_nodes(values))
         elif touched or any(k.startswith(RULES) for k in logic):  # a rule naming nothing: its lints
-            part = Part.of(values, touched, logic)
+            part = Part.of(values, touched, logic, identities)
+            old = self.policy.allowed
             self.policy = merged(self.policy, evaluate(values, part=part), part)
+            self._inputs = None  # kept for whole-policy solves only
             for destination in touched:
+                for t in old.get(destination, ()):
+                    self._sources_of[t.source].discard(destination)
                 nodes.update(node for node, _ in self._addr.get(destination, {}).values())
+            self._index_sources({d: self.policy.allowed.get(d, ()) for d in touched})
         else:
-            self._inputs = inputs
             return
-        self._inputs = inputs
         self.solves += 1
-        self._index_sources()
 
     def _update_address(self, key: str, doc: Any, nodes: set[str]) -> set[str]:
         """Record one address document; the identities whose address sets changed."""
@@ -135,9 +144,8 @@ class NetpolicyController:
             nodes.add(node)
         return touched
 
-    def _index_sources(self) -> None:
-        self._sources_of = defaultdict(set)
-        for destination, tuples in self.policy.allowed.items():
+    def _index_sources(self, allowed: Mapping[str, Any]) -> None:
+        for destination, tuples in allowed.items():
             for t in tuples:
                 self._sources_of[t.source].add(destination)
 
@@ -162,5 +170,6 @@ class NetpolicyController:
                     deletes.add(key)
             elif values.get(key) != doc:
                 puts[key] = doc
-        self._unsettled = {k[len(FIREWALL):] for k in (*puts, *deletes)}
+        self._written = {k[len(FIREWALL):]: doc for k, doc in puts.items()}
+        self._written.update((k[len(FIREWALL):], None) for k in deletes)
         return ChangeSet(puts, frozenset(deletes))

@@ -47,7 +47,7 @@ def rule_facts(rule_id: str, doc: Mapping[str, Any]) -> list[Symbol]:
 
 
 def service_facts(identity: str, doc: Mapping[str, Any]) -> list[Symbol]:
-    facts = [atom("identity", identity, identity.split("/", 1)[0])]
+    facts = [atom("identity", identity, identity.split("/", 1)[0])]  # the same as in snapshot_facts
     for entry in doc.get("expose") or []:
         if isinstance(entry, dict) and isinstance(entry.get("port"), int):
             proto = entry.get("protocol") if entry.get("protocol") in PROTOCOLS else "tcp"
@@ -63,8 +63,10 @@ def snapshot_facts(values: Mapping[str, Any], part: Part | None = None) -> Itera
             continue
         if key.startswith(SERVICES):
             identity = key[len(SERVICES):]
-            facts = service_facts(identity, doc)
-            yield from facts if part is None or identity in part.destinations else facts[:1]
+            if part is None or identity in part.destinations:
+                yield from service_facts(identity, doc)
+            elif identity in part.identities:
+                yield atom("identity", identity, identity.split("/", 1)[0])
         elif key.startswith(RULES) and (part is None or key in part.rules):
             yield from rule_facts(key.rsplit("/", 1)[1], doc)
 
@@ -78,14 +80,22 @@ class Part:
     destinations: frozenset[str]
     rules: frozenset[str]
 
+    identities: frozenset[str]  # the identities those rules select (the others change nothing)
+
     @staticmethod
-    def of(values: Mapping[str, Any], destinations: Set[str], changed: Iterable[str]) -> Part:
+    def of(values: Mapping[str, Any], destinations: Set[str], changed: Iterable[str],
+           identities: Set[str]) -> Part:
         services = {key[len(SERVICES):] for key in changed if key.startswith(SERVICES)}
-        rules = {key for key, doc in values.items() if key.startswith(RULES) and isinstance(doc, dict)
-                 and (selected(str(doc.get("to", "")), destinations)
-                      or selected(str(doc.get("from", "")), services))}  # its lints may change
+        rules, named = set(), set(destinations)
+        for key, doc in values.items():
+            if not key.startswith(RULES) or not isinstance(doc, dict):
+                continue
+            to, src = str(doc.get("to", "")), str(doc.get("from", ""))
+            if key in changed or selected(to, destinations) or selected(src, services):  # lints too
+                rules.add(key)
+                named |= selected(to, identities) | selected(src, identities)
         rules |= {key for key in changed if key.startswith(RULES)}  # removed ones: their lints go
-        return Part(frozenset(destinations), frozenset(rules))
+        return Part(frozenset(destinations), frozenset(rules), frozenset(named))
 
     def rule_ids(self) -> set[str]:
         return {key.rsplit("/", 1)[1] for key in self.rules}
@@ -139,8 +149,9 @@ def selected(selector_text: str, identities: Set[str]) -> set[str]:
 
 def extension_texts(values: Mapping[str, Any]) -> list[tuple[str, str]]:
     """(key, text) of the stored netpolicy extensions, in key order."""
-    return [(key, str(doc.get("text", ""))) for key, doc in sorted(values.items())
-            if key.startswith(EXTENSIONS) and isinstance(doc, dict) and doc.get("program") == "netpolicy"]
+    found = [(key, doc) for key, doc in values.items() if key.startswith(EXTENSIONS)]
+    return [(key, str(doc.get("text", ""))) for key, doc in sorted(found)
+            if isinstance(doc, dict) and doc.get("program") == "netpolicy"]
 
 
 def policy_inputs(values: Mapping[str, Any]) -> tuple[Any, ...]:
