@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ccattler.engine.facts.errors import InvalidValue
-from ccattler.engine.netpolicy.evaluate import evaluate
+from ccattler.engine.netpolicy.evaluate import evaluate_for
 from ccattler.engine.netpolicy.facts import RULES, SERVICES
 from ccattler.engine.solve import Const, atom, to_python
 
@@ -52,7 +52,8 @@ def explain_connection(values: Mapping[str, Any], source: str, destination: str,
     for name in (source, destination):
         if SERVICES + name not in values:
             raise InvalidValue(f"no service {name!r} (identities are services, tenant/name)")
-    policy = evaluate(values, [atom("connection", source, destination, port, Const(protocol))])
+    asked = atom("connection", source, destination, port, Const(protocol))
+    policy = evaluate_for(values, {destination}, [asked])
     found: dict[str, list[str]] = {}
     for sym in policy.verdicts:
         args = sym.arguments
@@ -90,7 +91,7 @@ def explain_service(values: Mapping[str, Any], identity: str) -> dict[str, Any]:
     """Who may reach `identity`: open, or its allowed tuples and the denials, rule by rule."""
     if SERVICES + identity not in values:
         raise InvalidValue(f"no service {identity!r} (identities are services, tenant/name)")
-    policy = evaluate(values)
+    policy = evaluate_for(values, {identity})
     named = policy.guarded.get(identity, ())
     allowed = policy.allowed.get(identity, ())
     denied = policy.denied.get(identity, ())
