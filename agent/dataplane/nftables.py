@@ -1,0 +1,514 @@
+"""The default data plane: service VIPs and external ports in nftables table `ip cca_svc_<bridge>`,
+network policy delegated to `policy_nft.PolicyTables` (table `inet cca_pol_<bridge>`).
+
+Layout — no chain per service (NETWORK-NOTES B2: libnftables re-reads every chain on every command,
+so kube-proxy's chain-per-service layout makes one update cost 81 ms at 10,000 services). The
+number of chains is fixed; services live only in map elements:
+
+    map services  { ipv4_addr . inet_proto . inet_service : verdict }   VIP . tcp . 80 : goto pick_3
+    map slots     { ipv4_addr . inet_proto . inet_service . mark : ipv4_addr . inet_service }
+                                                            VIP . tcp . 80 . 2 : 10.88.1.7 . 8080
+    map nodeports { inet_proto . inet_service : verdict }               tcp . 443 : goto xpick_2
+    map ext_slots { inet_proto . inet_service . mark : ipv4_addr . inet_service }
+    chain pick_N  ct mark set numgen random mod N; dnat to daddr . proto . dport . ct mark map @slots
+    chain xpick_N the same for external ports (ct mark offset EXTERNAL, read back in postrouting)
+    chain refuse  a frontend without a ready backend: tcp reset / icmp port unreachable at once
+
+N = 1..EXACT gives every backend an equal share; a service with more backends uses WIDE slots
+filled round robin (the first WIDE backends, shares differing by at most one slot in WIDE).
+Hooks: prerouting (containers, other nodes) and output (node-originated, `-100`: `dstnat` is refused
+there by nft 1.0.6) look up `services`, then the node addresses in `nodeports`. Postrouting
+masquerades only a backend reaching itself through its VIP (hairpin: set of `b . b`) and external
+connections sent to another node (else the reply would leave that node by its own route); all other
+traffic keeps its source address, which network policy on the destination node depends on.
+
+Every `apply` is one `nft -f -` transaction with only the difference from what is programmed (the
+first apply reads the table back from the kernel, so a restarted agent repairs, never appends; a
+table of another layout is replaced); the same state twice sends nothing. A changed service costs a
+few element deletes and adds. Node-originated connects to a VIP need a route for the service range
+(`service_cidr`: `ip route replace <cidr> dev <bridge>`), otherwise connect() fails before DNAT.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from ccattler.agent.dataplane import libnft, policy_nft
+from ccattler.agent.dataplane.base import PROTOCOLS, Backend, DataPlane, DataPlaneState, Frontend
+from ccattler.engine.facts import CcaError
+
+Runner = policy_nft.Runner
+
+EXACT = 32          # pick_1 … pick_32: exact equal shares
+WIDE = 256          # pick_256: services with more backends (round robin over 256 slots)
+EXTERNAL = 0x40000000  # ct mark offset of external-port connections (masqueraded when remote)
+LAYOUT = "layout_v1"   # an empty named counter marks the layout (nft -j shows no table comment)
+
+SvcKey = tuple[str, str, int]       # (vip, protocol, port)
+ExtKey = tuple[str, int]            # (protocol, port)
+Addr = tuple[str, int]              # (backend ip, port)
+
+
+class ServiceTableError(CcaError):
+    """A desired service state nft cannot express, or nft refused a change (its own words)."""
+
+
+def table_name(bridge: str) -> str:
+    return f"cca_svc_{bridge.replace('-', '_')}"
+
+
+def _chain(count: int, prefix: str = "pick") -> str:
+    if count == 0:
+        return "refuse"
+    return f"{prefix}_{count if count <= EXACT else WIDE}"
+
+
+def _slots(backends: tuple[Addr, ...]) -> dict[int, Addr]:
+    if len(backends) <= EXACT:
+        return dict(enumerate(backends))
+    return {i: backends[i % len(backends)] for i in range(WIDE)}
+
+
+def _normal(backends: Iterable[Backend]) -> tuple[Addr, ...]:
+    return tuple(sorted({(b.ip, b.port) for b in backends}))
+
+
+@dataclass
+class _Kernel:
+    """What the table holds, element by element (kept after each transaction; read back at start)."""
+
+    services: dict[SvcKey, str] = field(default_factory=dict)            # key → chain
+    slots: dict[SvcKey, dict[int, Addr]] = field(default_factory=dict)
+    nodeports: dict[ExtKey, str] = field(default_factory=dict)
+    ext_slots: dict[ExtKey, dict[int, Addr]] = field(default_factory=dict)
+    hairpin: set[str] = field(default_factory=set)
+    node_addrs: set[str] = field(default_factory=set)
+
+
+class NftablesDataPlane(DataPlane):
+    """One node's services, external ports and policy, in the current network namespace."""
+
+    name = "nftables"
+
+    def __init__(self, bridge: str, gateway: str | None = None, node_addresses: tuple[str, ...] = (),
+                 run: Runner = policy_nft.run_command, service_cidr: str | None = None) -> None:
+        self.bridge = bridge
+        self.table = table_name(bridge)
+        self.gateway = gateway
+        self.node_addresses = tuple(sorted(set(node_addresses)))
+        for ip in self.node_addresses:
+            _check_ip(ip, "node address")
+        self.service_cidr = service_cidr
+        # the default runner does nft in-process (libnftables); a given runner is used as it is
+        self._run = libnft.runner(run, ServiceTableError) if run is policy_nft.run_command else run
+        self.policy = policy_nft.PolicyTables(bridge, gateway, run=self._run)
+        self._kernel: _Kernel | None = None   # None: read the table back before the next apply
+        self._inputs: tuple[dict, dict] = ({}, {})  # the last applied services/external mappings
+        self._refs: Counter[str] = Counter()   # backend ip → frontends using it (hairpin set)
+        self._prepared = False
+        self.transactions = 0   # transactions sent (idempotence and diff tests)
+        self.replaced = 0       # of them, whole-table ones (no table, or another layout)
+        self.last_script = ""
+
+    # -- apply ----------------------------------------------------------------------------------
+    def apply(self, state: DataPlaneState) -> None:
+        services, external = _validated(state)
+        if not self._prepared:
+            self._prepare()
+        self._apply_services(services, external, state)
+        self.policy.apply(state.identities, state.policies)
+
+    def admit(self, identity: str, ip: str) -> None:
+        """Fail closed: `ip` is under `identity`'s policy before its instance starts."""
+        self.policy.admit(identity, ip)
+
+    def _prepare(self) -> None:
+        """Once per process: same-node VIP replies are bridged and must pass conntrack (to be
+        un-DNATed), and node-originated connects need a route for the service range."""
+        try:
+            self.policy.ensure_bridge_filtering()
+        except (policy_nft.PolicyError, ServiceTableError, OSError) as exc:
+            raise ServiceTableError("cannot enable bridge netfilter (same-node VIPs need module "
+                                    f"br_netfilter, net.bridge.bridge-nf-call-iptables=1): {exc}") from exc
+        if self.service_cidr:
+            self._run(["ip", "route", "replace", self.service_cidr, "dev", self.bridge], None)
+        self._prepared = True
+
+    def repair(self) -> None:
+        """Forget what was programmed: the next apply reads the kernel back and repairs drift."""
+        self._kernel = None
+        self._inputs = ({}, {})
+
+    def _apply_services(self, services: dict[SvcKey, tuple[Addr, ...]],
+                        external: dict[ExtKey, tuple[Addr, ...]], state: DataPlaneState) -> None:
+        try:
+            self._sync(services, external, state)
+        except BaseException:
+            self.repair()  # the record may be wrong now: read the kernel back next time
+            raise
+        self._inputs = (state.services, state.external)
+
+    def _sync(self, services: dict[SvcKey, tuple[Addr, ...]],
+              external: dict[ExtKey, tuple[Addr, ...]], state: DataPlaneState) -> None:
+        """Delta against the record (or the kernel read back); on a refused delta read the kernel
+        again and retry once; a missing table, another layout or a second refusal: replace it."""
+        inputs, fresh = self._inputs, False
+        if self._kernel is None:
+            self._kernel, inputs, fresh = self._read_kernel(), ({}, {}), True
+        for attempt in range(2):
+            if self._kernel is None:
+                break
+            if fresh:
+                self._recount(self._kernel)
+            script, new = self._delta(self._kernel, services, external, state, inputs, full=fresh)
+            try:
+                if script:
+                    self._send(script)
+                self._kernel = new
+                return
+            except ServiceTableError:
+                if attempt:
+                    break
+                self._kernel, inputs, fresh = self._read_kernel(), ({}, {}), True
+        self._replace(services, external)
+
+    def _recount(self, kernel: _Kernel) -> None:
+        self._refs = Counter()
+        for slots in (*kernel.slots.values(), *kernel.ext_slots.values()):
+            for ip in {a[0] for a in slots.values()}:
+                self._refs[ip] += 1
+
+    def _delta(self, kernel: _Kernel, services: dict[SvcKey, tuple[Addr, ...]],
+               external: dict[ExtKey, tuple[Addr, ...]], state: DataPlaneState,
+               inputs: tuple[Mapping, Mapping], full: bool) -> tuple[str, _Kernel]:
+        """The script turning `kernel` into the desired state, and the record after it. Frontends
+        whose input did not change since the last apply are skipped without being normalised
+        (`full`: after a read-back, every frontend and hairpin address is compared)."""
+        new = _Kernel(dict(kernel.services), {k: dict(v) for k, v in kernel.slots.items()},
+                      dict(kernel.nodeports), {k: dict(v) for k, v in kernel.ext_slots.items()},
+                      set(kernel.hairpin), set(kernel.node_addrs))
+        ops = _Ops(self.table)
+        touched: set[str] = set(new.hairpin) | set(self._refs) if full else set()
+        changed_svc = _changed(state.services, inputs[0], external=False)
+        changed_ext = _changed(state.external, inputs[1], external=True)
+        for key in sorted(changed_svc | (set(new.services) - set(services))):
+            self._one(ops, "services", "slots", "pick", new.services, new.slots, key,
+                      services.get(key), touched, _svc_elem)
+        for key in sorted(changed_ext | (set(new.nodeports) - set(external))):
+            self._one(ops, "nodeports", "ext_slots", "xpick", new.nodeports, new.ext_slots, key,
+                      external.get(key), touched, _ext_elem)
+        if full:  # orphaned slots (a crash between writes, a hand edit): no verdict element
+            for key in set(new.slots) - set(new.services):
+                self._one(ops, "services", "slots", "pick", new.services, new.slots, key, None,
+                          touched, _svc_elem)
+            for key in set(new.ext_slots) - set(new.nodeports):
+                self._one(ops, "nodeports", "ext_slots", "xpick", new.nodeports, new.ext_slots, key,
+                          None, touched, _ext_elem)
+        add = sorted(ip for ip in touched if self._refs[ip] > 0 and ip not in new.hairpin)
+        drop = sorted(ip for ip in touched if self._refs[ip] <= 0 and ip in new.hairpin)
+        for ip in [ip for ip in touched if self._refs[ip] <= 0]:
+            del self._refs[ip]
+        ops.delete("hairpin", [f"{ip} . {ip}" for ip in drop])
+        ops.add("hairpin", [f"{ip} . {ip}" for ip in add])
+        new.hairpin = (new.hairpin - set(drop)) | set(add)
+        want_addrs = set(self.node_addresses)
+        ops.delete("node_addrs", sorted(new.node_addrs - want_addrs))
+        ops.add("node_addrs", sorted(want_addrs - new.node_addrs))
+        new.node_addrs = want_addrs
+        return ops.script(), new
+
+    def _one(self, ops: _Ops, vmap: str, slotmap: str, prefix: str, verdicts: dict, slots: dict,
+             key: tuple, backends: tuple[Addr, ...] | None, touched: set[str], elem) -> None:
+        """Diff one frontend: its verdict element and its slot elements (None: frontend removed)."""
+        have_chain, have_slots = verdicts.get(key), slots.get(key, {})
+        want_chain = None if backends is None else _chain(len(backends), prefix)
+        want_slots = {} if backends is None else _slots(backends)
+        offset = EXTERNAL if prefix == "xpick" else 0
+        if have_chain != want_chain:
+            if have_chain is not None:
+                ops.delete(vmap, [elem(key)])
+            if want_chain is not None:
+                ops.add(vmap, [f"{elem(key)} : goto {want_chain}"])
+        dels = [i for i, a in have_slots.items() if want_slots.get(i) != a]
+        adds = [i for i, a in want_slots.items() if have_slots.get(i) != a]
+        ops.delete(slotmap, [f"{elem(key)} . {i + offset}" for i in sorted(dels)])
+        ops.add(slotmap, [f"{elem(key)} . {i + offset} : {want_slots[i][0]} . {want_slots[i][1]}"
+                          for i in sorted(adds)])
+        before, after = {a[0] for a in have_slots.values()}, {a[0] for a in want_slots.values()}
+        for ip in before - after:
+            self._refs[ip] -= 1
+        for ip in after - before:
+            self._refs[ip] += 1
+        touched |= before ^ after
+        if want_chain is None:
+            verdicts.pop(key, None)
+            slots.pop(key, None)
+        else:
+            verdicts[key] = want_chain
+            slots[key] = want_slots
+
+    def _replace(self, services: dict[SvcKey, tuple[Addr, ...]],
+                 external: dict[ExtKey, tuple[Addr, ...]]) -> None:
+        kernel = _Kernel(node_addrs=set(self.node_addresses))
+        ops = _Ops(self.table)
+        self._refs = Counter()
+        touched: set[str] = set()
+        for key in sorted(services):
+            self._one(ops, "services", "slots", "pick", kernel.services, kernel.slots, key,
+                      services[key], touched, _svc_elem)
+        for key in sorted(external):
+            self._one(ops, "nodeports", "ext_slots", "xpick", kernel.nodeports, kernel.ext_slots, key,
+                      external[key], touched, _ext_elem)
+        kernel.hairpin = {ip for ip, n in self._refs.items() if n > 0}
+        ops.add("hairpin", [f"{ip} . {ip}" for ip in sorted(kernel.hairpin)])
+        ops.add("node_addrs", list(self.node_addresses))
+        self._send(self.skeleton() + ops.script())
+        self.replaced += 1
+        self._kernel = kernel
+
+    def skeleton(self) -> str:
+        """The table without elements: delete whatever is there, then declare the fixed layout."""
+        t = self.table
+        local = "ip daddr @node_addrs" if self.node_addresses else "fib daddr type local"
+        lines = [f"table ip {t}", f"delete table ip {t}", f"table ip {t} {{",
+                 f"  counter {LAYOUT} {{ }}",
+                 "  map services { type ipv4_addr . inet_proto . inet_service : verdict; counter; }",
+                 "  map slots { type ipv4_addr . inet_proto . inet_service . mark"
+                 " : ipv4_addr . inet_service; }",
+                 "  map nodeports { type inet_proto . inet_service : verdict; counter; }",
+                 "  map ext_slots { type inet_proto . inet_service . mark : ipv4_addr . inet_service; }",
+                 "  set hairpin { type ipv4_addr . ipv4_addr; }",
+                 "  set node_addrs { type ipv4_addr; }",
+                 "  counter refused { }",
+                 "  chain refuse {",
+                 "    counter name refused",
+                 "    meta l4proto tcp reject with tcp reset",
+                 "    reject",
+                 "  }"]
+        for n in (*range(1, EXACT + 1), WIDE):
+            lines += [f"  chain pick_{n} {{",
+                      f"    ct mark set numgen random mod {n}",
+                      "    dnat ip to ip daddr . meta l4proto . th dport . ct mark map @slots",
+                      "  }",
+                      f"  chain xpick_{n} {{",
+                      f"    ct mark set numgen random mod {n} offset {EXTERNAL}",
+                      "    dnat ip to meta l4proto . th dport . ct mark map @ext_slots",
+                      "  }"]
+        for hook, priority in (("prerouting", "dstnat"), ("output", "-100")):
+            lines += [f"  chain {hook} {{",
+                      f"    type nat hook {hook} priority {priority}; policy accept;",
+                      "    ip daddr . meta l4proto . th dport vmap @services",
+                      f"    {local} meta l4proto . th dport vmap @nodeports",
+                      "  }"]
+        lines += ["  chain postrouting {",
+                  "    type nat hook postrouting priority srcnat; policy accept;",
+                  "    ct status dnat ip saddr . ip daddr @hairpin masquerade",
+                  f'    ct mark and {EXTERNAL:#x} == {EXTERNAL:#x} oifname != "{self.bridge}" masquerade',
+                  "  }", "}"]
+        return "\n".join(lines) + "\n"
+
+    def _send(self, script: str) -> None:
+        self.last_script = script
+        try:
+            self._run(["nft", "-f", "-"], script)
+        except policy_nft.PolicyError as exc:
+            raise ServiceTableError(str(exc)) from None
+        self.transactions += 1
+
+    # -- read back ------------------------------------------------------------------------------
+    def _list(self) -> dict | None:
+        try:
+            out = self._run(["nft", "-j", "list", "table", "ip", self.table], None)
+        except (policy_nft.PolicyError, ServiceTableError):
+            return None  # no such table
+        return json.loads(out)
+
+    def _read_kernel(self) -> _Kernel | None:
+        """The table's elements, or None when it is missing or of another layout (replace it)."""
+        listed = self._list()
+        if listed is None:
+            return None
+        objects = listed.get("nftables", [])
+        marked = any(o.get("counter", {}).get("name") == LAYOUT for o in objects)
+        local = "node_addrs" if self.node_addresses else "fib"
+        chains = {o["chain"]["name"] for o in objects if "chain" in o}
+        rules = json.dumps([o["rule"] for o in objects if "rule" in o and o["rule"]["chain"] == "prerouting"])
+        if not marked or f"pick_{WIDE}" not in chains or local not in rules:
+            return None
+        kernel = _Kernel()
+        for o in objects:
+            body = o.get("map") or o.get("set")
+            if not body:
+                continue
+            for key, value in _elements(body):
+                name = body["name"]
+                if name == "services":
+                    kernel.services[(key[0], key[1], int(key[2]))] = _target(value)
+                elif name == "nodeports":
+                    kernel.nodeports[(key[0], int(key[1]))] = _target(value)
+                elif name == "slots":
+                    slots = kernel.slots.setdefault((key[0], key[1], int(key[2])), {})
+                    slots[int(key[3])] = (value[0], int(value[1]))
+                elif name == "ext_slots":
+                    kernel.ext_slots.setdefault((key[0], int(key[1])), {})[int(key[2]) - EXTERNAL] = \
+                        (value[0], int(value[1]))
+                elif name == "hairpin":
+                    kernel.hairpin.add(key[0])
+                elif name == "node_addrs":
+                    kernel.node_addrs.add(key[0])
+        return kernel
+
+    def programmed(self) -> DataPlaneState:
+        """Services and external ports as the kernel holds them now (backends as address and port,
+        sorted); identities and policies as the policy table was last programmed."""
+        kernel = self._read_kernel() or _Kernel()
+
+        def backends(chain: str, slots: dict[int, Addr]) -> tuple[Backend, ...]:
+            count = 0 if chain == "refuse" else int(chain.rsplit("_", 1)[1])
+            seen = [slots[i] for i in range(count) if i in slots]
+            return tuple(Backend(ip, port) for ip, port in sorted(set(seen)))
+
+        services = {Frontend(ip, port, proto): backends(c, kernel.slots.get((ip, proto, port), {}))
+                    for (ip, proto, port), c in kernel.services.items()}
+        external = {Frontend("", port, proto): backends(c, kernel.ext_slots.get((proto, port), {}))
+                    for (proto, port), c in kernel.nodeports.items()}
+        return DataPlaneState(services=services, external=external,
+                              identities=dict(self.policy.state.identities),
+                              policies=dict(self.policy.state.policies))
+
+    def counters(self) -> dict[str, dict | int]:
+        """New connections per VIP and per external port (element counters: the nat hooks see only
+        a connection's first packet), and connections refused for want of a ready backend."""
+        listed = self._list() or {}
+        out: dict[str, dict | int] = {"services": {}, "external": {}, "refused": 0}
+        for o in listed.get("nftables", []):
+            if "counter" in o and o["counter"]["name"] == "refused":
+                out["refused"] = o["counter"]["packets"]
+            body = o.get("map")
+            if not body or body["name"] not in ("services", "nodeports"):
+                continue
+            for raw in body.get("elem", []):
+                key, packets = _counted_key(raw[0])
+                if body["name"] == "services":
+                    out["services"][f"{key[0]}:{key[2]}/{key[1]}"] = packets
+                else:
+                    out["external"][f"*:{key[1]}/{key[0]}"] = packets
+        return out
+
+    def teardown(self) -> None:
+        self._run(["nft", "-f", "-"], f"table ip {self.table}\ndelete table ip {self.table}\n")
+        self.policy.teardown()
+        self._kernel = None
+        self._inputs = ({}, {})
+        self._refs = Counter()
+
+
+class _Ops:
+    """The lines of one transaction: element deletes and adds, one line per map and kind."""
+
+    def __init__(self, table: str) -> None:
+        self.table = table
+        self.lines: list[str] = []
+
+    def add(self, name: str, elements: list[str]) -> None:
+        if elements:
+            self.lines.append(f"add element ip {self.table} {name} {{ {', '.join(elements)} }}")
+
+    def delete(self, name: str, elements: list[str]) -> None:
+        if elements:
+            self.lines.append(f"delete element ip {self.table} {name} {{ {', '.join(elements)} }}")
+
+    def script(self) -> str:
+        # deletes before adds: a changed element is deleted and re-added in the same transaction
+        dels = [line for line in self.lines if line.startswith("delete")]
+        adds = [line for line in self.lines if line.startswith("add")]
+        return "\n".join(dels + adds) + "\n" if self.lines else ""
+
+
+def _svc_elem(key: SvcKey) -> str:
+    return f"{key[0]} . {key[1]} . {key[2]}"
+
+
+def _ext_elem(key: ExtKey) -> str:
+    return f"{key[0]} . {key[1]}"
+
+
+def _changed(raw: Mapping[Frontend, tuple], last: Mapping[Frontend, tuple], external: bool) -> set:
+    """Keys of the frontends whose backends differ from the last applied input."""
+    if raw is last:
+        return set()
+    if external:
+        return {(f.protocol, f.port) for f, b in raw.items() if last.get(f) != b}
+    return {(f.ip, f.protocol, f.port) for f, b in raw.items() if last.get(f) != b}
+
+
+def _check_ip(ip: str, what: str) -> None:
+    try:
+        ipaddress.IPv4Address(ip)
+    except ValueError:
+        raise ServiceTableError(f"{what} {ip!r} is not an IPv4 address") from None
+
+
+def _validated(state: DataPlaneState) -> tuple[dict[SvcKey, tuple[Addr, ...]],
+                                              dict[ExtKey, tuple[Addr, ...]]]:
+    """The desired frontends in kernel form, or a clear error before anything is sent."""
+    services: dict[SvcKey, tuple[Addr, ...]] = {}
+    external: dict[ExtKey, tuple[Addr, ...]] = {}
+    for kind, table in (("service", state.services), ("external port", state.external)):
+        for front, backends in table.items():
+            where = f"{kind} {front.ip or '*'}:{front.port}/{front.protocol}"
+            if front.protocol not in PROTOCOLS:
+                raise ServiceTableError(f"{where}: protocol must be one of {', '.join(PROTOCOLS)}")
+            if not 0 < front.port < 65536:
+                raise ServiceTableError(f"{where}: port out of range")
+            if kind == "service":
+                _check_ip(front.ip, f"{where}: VIP")
+            elif front.ip:
+                raise ServiceTableError(f"{where}: an external port is on every node address (ip must be '')")
+            for b in backends:
+                _check_ip(b.ip, f"{where}: backend")
+                if not 0 < b.port < 65536:
+                    raise ServiceTableError(f"{where}: backend {b.ip}:{b.port} port out of range")
+            addrs = _normal(backends)[:WIDE]
+            if kind == "service":
+                services[(front.ip, front.protocol, front.port)] = addrs
+            else:
+                if (front.protocol, front.port) in external:
+                    raise ServiceTableError(f"{where}: claimed twice")
+                external[(front.protocol, front.port)] = addrs
+    return services, external
+
+
+def _elements(body: dict) -> Iterable[tuple[list, list]]:
+    """A JSON-listed set/map's elements as (key parts, value parts)."""
+    for raw in body.get("elem", []):
+        if isinstance(raw, list):
+            key, value = raw
+        else:
+            key, value = raw, None
+        key, _ = _counted_key(key)
+        if isinstance(value, dict) and "concat" in value:
+            value = value["concat"]
+        yield key, value
+
+
+def _counted_key(raw) -> tuple[list, int]:
+    packets = 0
+    if isinstance(raw, dict) and "elem" in raw:
+        packets = raw["elem"].get("counter", {}).get("packets", 0)
+        raw = raw["elem"]["val"]
+    if isinstance(raw, dict) and "concat" in raw:
+        return raw["concat"], packets
+    return [raw], packets
+
+
+def _target(verdict) -> str:
+    if isinstance(verdict, dict):
+        for kind in ("goto", "jump"):
+            if kind in verdict:
+                return verdict[kind]["target"]
+    return str(verdict)
