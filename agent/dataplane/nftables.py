@@ -136,7 +136,20 @@ class NftablesDataPlane(DataPlane):
                                     f"br_netfilter, net.bridge.bridge-nf-call-iptables=1): {exc}") from exc
         if self.service_cidr:
             self._run(["ip", "route", "replace", self.service_cidr, "dev", self.bridge], None)
+        self._hairpin_ports()
         self._prepared = True
+
+    def _hairpin_ports(self) -> None:
+        """Hairpin mode on the bridge's ports: with bridge netfilter a backend's packet to its own
+        VIP is DNATed while bridged and must go back out of the port it came in by (new ports get
+        it from agent/net/node.py; this covers ports made before, e.g. by an older agent)."""
+        try:
+            ports = json.loads(self._run(["ip", "-j", "link", "show", "master", self.bridge], None) or "[]")
+        except (policy_nft.PolicyError, ServiceTableError, ValueError):
+            return  # no bridge yet: nothing to do
+        for port in ports:
+            name = port["ifname"]
+            self._run(["ip", "link", "set", "dev", name, "type", "bridge_slave", "hairpin", "on"], None)
 
     def repair(self) -> None:
         """Forget what was programmed: the next apply reads the kernel back and repairs drift."""
