@@ -54,7 +54,11 @@ Addr = tuple[str, int]              # (backend ip, port)
 
 
 class ServiceTableError(CcaError):
-    """A desired service state nft cannot express, or nft refused a change (its own words)."""
+    """nft refused a change (the message carries its own words), or the state is invalid."""
+
+
+class InvalidServiceState(ServiceTableError, ValueError):
+    """A frontend or backend nft cannot express (bad address, port or protocol): nothing was sent."""
 
 
 def table_name(bridge: str) -> str:
@@ -101,7 +105,7 @@ class NftablesDataPlane(DataPlane):
         self.gateway = gateway
         self.node_addresses = tuple(sorted(set(node_addresses)))
         for ip in self.node_addresses:
-            _check_ip(ip, "node address")
+            _check_ip(ip, "node address")  # InvalidServiceState
         self.service_cidr = service_cidr
         # the default runner does nft in-process (libnftables); a given runner is used as it is
         self._run = libnft.runner(run, ServiceTableError) if run is policy_nft.run_command else run
@@ -116,10 +120,9 @@ class NftablesDataPlane(DataPlane):
 
     # -- apply ----------------------------------------------------------------------------------
     def apply(self, state: DataPlaneState) -> None:
-        services, external = _validated(state)
         if not self._prepared:
             self._prepare()
-        self._apply_services(services, external, state)
+        self._apply_services(state)
         self.policy.apply(state.identities, state.policies)
 
     def admit(self, identity: str, ip: str) -> None:
@@ -156,38 +159,41 @@ class NftablesDataPlane(DataPlane):
         self._kernel = None
         self._inputs = ({}, {})
 
-    def _apply_services(self, services: dict[SvcKey, tuple[Addr, ...]],
-                        external: dict[ExtKey, tuple[Addr, ...]], state: DataPlaneState) -> None:
+    def _apply_services(self, state: DataPlaneState) -> None:
         try:
-            self._sync(services, external, state)
+            self._sync(state)
+        except InvalidServiceState:
+            raise  # refused before anything was sent or recorded
         except BaseException:
             self.repair()  # the record may be wrong now: read the kernel back next time
             raise
         self._inputs = (state.services, state.external)
 
-    def _sync(self, services: dict[SvcKey, tuple[Addr, ...]],
-              external: dict[ExtKey, tuple[Addr, ...]], state: DataPlaneState) -> None:
+    def _sync(self, state: DataPlaneState) -> None:
         """Delta against the record (or the kernel read back); on a refused delta read the kernel
-        again and retry once; a missing table, another layout or a second refusal: replace it."""
-        inputs, fresh = self._inputs, False
-        if self._kernel is None:
-            self._kernel, inputs, fresh = self._read_kernel(), ({}, {}), True
+        again and retry once; a missing table, another layout or a second refusal: replace it.
+        Only frontends whose input changed since the last apply are validated and normalised, and
+        they are validated before anything is sent or recorded."""
+        full = self._kernel is None
+        changes = _changes(state, ({}, {}) if full else self._inputs, full)
+        if full:
+            self._kernel = self._read_kernel()
         for attempt in range(2):
             if self._kernel is None:
                 break
-            if fresh:
+            if full:
                 self._recount(self._kernel)
-            script, new = self._delta(self._kernel, services, external, state, inputs, full=fresh)
+            script = self._delta(self._kernel, *changes, full=full)
             try:
                 if script:
                     self._send(script)
-                self._kernel = new
                 return
             except ServiceTableError:
                 if attempt:
                     break
-                self._kernel, inputs, fresh = self._read_kernel(), ({}, {}), True
-        self._replace(services, external)
+                self._kernel, full = self._read_kernel(), True
+                changes = _changes(state, ({}, {}), True)
+        self._replace(*_changes(state, ({}, {}), True))
 
     def _recount(self, kernel: _Kernel) -> None:
         self._refs = Counter()
@@ -195,44 +201,40 @@ class NftablesDataPlane(DataPlane):
             for ip in {a[0] for a in slots.values()}:
                 self._refs[ip] += 1
 
-    def _delta(self, kernel: _Kernel, services: dict[SvcKey, tuple[Addr, ...]],
-               external: dict[ExtKey, tuple[Addr, ...]], state: DataPlaneState,
-               inputs: tuple[Mapping, Mapping], full: bool) -> tuple[str, _Kernel]:
-        """The script turning `kernel` into the desired state, and the record after it. Frontends
-        whose input did not change since the last apply are skipped without being normalised
-        (`full`: after a read-back, every frontend and hairpin address is compared)."""
-        new = _Kernel(dict(kernel.services), {k: dict(v) for k, v in kernel.slots.items()},
-                      dict(kernel.nodeports), {k: dict(v) for k, v in kernel.ext_slots.items()},
-                      set(kernel.hairpin), set(kernel.node_addrs))
+    def _delta(self, kernel: _Kernel, services: dict[SvcKey, tuple[Addr, ...] | None],
+               external: dict[ExtKey, tuple[Addr, ...] | None], full: bool) -> str:
+        """The script turning `kernel` into the desired state; `kernel` (the record) is updated in
+        place (a refused script makes the caller read it back). `services`/`external` hold the
+        changed frontends (None: removed); `full` (after a read-back) holds all of them, and every
+        frontend the kernel has beyond them is removed."""
         ops = _Ops(self.table)
-        touched: set[str] = set(new.hairpin) | set(self._refs) if full else set()
-        changed_svc = _changed(state.services, inputs[0], external=False)
-        changed_ext = _changed(state.external, inputs[1], external=True)
-        for key in sorted(changed_svc | (set(new.services) - set(services))):
-            self._one(ops, "services", "slots", "pick", new.services, new.slots, key,
-                      services.get(key), touched, _svc_elem)
-        for key in sorted(changed_ext | (set(new.nodeports) - set(external))):
-            self._one(ops, "nodeports", "ext_slots", "xpick", new.nodeports, new.ext_slots, key,
-                      external.get(key), touched, _ext_elem)
-        if full:  # orphaned slots (a crash between writes, a hand edit): no verdict element
-            for key in set(new.slots) - set(new.services):
-                self._one(ops, "services", "slots", "pick", new.services, new.slots, key, None,
-                          touched, _svc_elem)
-            for key in set(new.ext_slots) - set(new.nodeports):
-                self._one(ops, "nodeports", "ext_slots", "xpick", new.nodeports, new.ext_slots, key,
-                          None, touched, _ext_elem)
-        add = sorted(ip for ip in touched if self._refs[ip] > 0 and ip not in new.hairpin)
-        drop = sorted(ip for ip in touched if self._refs[ip] <= 0 and ip in new.hairpin)
+        touched: set[str] = set(kernel.hairpin) | set(self._refs) if full else set()
+        svc = dict(services)
+        ext = dict(external)
+        if full:  # stale frontends, and slots orphaned by a crash or a hand edit
+            for key in (set(kernel.services) | set(kernel.slots)) - set(svc):
+                svc[key] = None
+            for key in (set(kernel.nodeports) | set(kernel.ext_slots)) - set(ext):
+                ext[key] = None
+        for key in sorted(svc):
+            self._one(ops, "services", "slots", "pick", kernel.services, kernel.slots, key, svc[key],
+                      touched, _svc_elem)
+        for key in sorted(ext):
+            self._one(ops, "nodeports", "ext_slots", "xpick", kernel.nodeports, kernel.ext_slots, key,
+                      ext[key], touched, _ext_elem)
+        add = sorted(ip for ip in touched if self._refs[ip] > 0 and ip not in kernel.hairpin)
+        drop = sorted(ip for ip in touched if self._refs[ip] <= 0 and ip in kernel.hairpin)
         for ip in [ip for ip in touched if self._refs[ip] <= 0]:
             del self._refs[ip]
         ops.delete("hairpin", [f"{ip} . {ip}" for ip in drop])
         ops.add("hairpin", [f"{ip} . {ip}" for ip in add])
-        new.hairpin = (new.hairpin - set(drop)) | set(add)
+        kernel.hairpin.difference_update(drop)
+        kernel.hairpin.update(add)
         want_addrs = set(self.node_addresses)
-        ops.delete("node_addrs", sorted(new.node_addrs - want_addrs))
-        ops.add("node_addrs", sorted(want_addrs - new.node_addrs))
-        new.node_addrs = want_addrs
-        return ops.script(), new
+        ops.delete("node_addrs", sorted(kernel.node_addrs - want_addrs))
+        ops.add("node_addrs", sorted(want_addrs - kernel.node_addrs))
+        kernel.node_addrs = want_addrs
+        return ops.script()
 
     def _one(self, ops: _Ops, vmap: str, slotmap: str, prefix: str, verdicts: dict, slots: dict,
              key: tuple, backends: tuple[Addr, ...] | None, touched: set[str], elem) -> None:
@@ -264,8 +266,8 @@ class NftablesDataPlane(DataPlane):
             verdicts[key] = want_chain
             slots[key] = want_slots
 
-    def _replace(self, services: dict[SvcKey, tuple[Addr, ...]],
-                 external: dict[ExtKey, tuple[Addr, ...]]) -> None:
+    def _replace(self, services: dict[SvcKey, tuple[Addr, ...] | None],
+                 external: dict[ExtKey, tuple[Addr, ...] | None]) -> None:
         kernel = _Kernel(node_addrs=set(self.node_addresses))
         ops = _Ops(self.table)
         self._refs = Counter()
@@ -450,50 +452,53 @@ def _ext_elem(key: ExtKey) -> str:
     return f"{key[0]} . {key[1]}"
 
 
-def _changed(raw: Mapping[Frontend, tuple], last: Mapping[Frontend, tuple], external: bool) -> set:
-    """Keys of the frontends whose backends differ from the last applied input."""
-    if raw is last:
-        return set()
-    if external:
-        return {(f.protocol, f.port) for f, b in raw.items() if last.get(f) != b}
-    return {(f.ip, f.protocol, f.port) for f, b in raw.items() if last.get(f) != b}
-
-
 def _check_ip(ip: str, what: str) -> None:
     try:
         ipaddress.IPv4Address(ip)
     except ValueError:
-        raise ServiceTableError(f"{what} {ip!r} is not an IPv4 address") from None
+        raise InvalidServiceState(f"{what} {ip!r} is not an IPv4 address") from None
 
 
-def _validated(state: DataPlaneState) -> tuple[dict[SvcKey, tuple[Addr, ...]],
-                                              dict[ExtKey, tuple[Addr, ...]]]:
-    """The desired frontends in kernel form, or a clear error before anything is sent."""
-    services: dict[SvcKey, tuple[Addr, ...]] = {}
-    external: dict[ExtKey, tuple[Addr, ...]] = {}
-    for kind, table in (("service", state.services), ("external port", state.external)):
-        for front, backends in table.items():
-            where = f"{kind} {front.ip or '*'}:{front.port}/{front.protocol}"
-            if front.protocol not in PROTOCOLS:
-                raise ServiceTableError(f"{where}: protocol must be one of {', '.join(PROTOCOLS)}")
-            if not 0 < front.port < 65536:
-                raise ServiceTableError(f"{where}: port out of range")
-            if kind == "service":
-                _check_ip(front.ip, f"{where}: VIP")
-            elif front.ip:
-                raise ServiceTableError(f"{where}: an external port is on every node address (ip must be '')")
-            for b in backends:
-                _check_ip(b.ip, f"{where}: backend")
-                if not 0 < b.port < 65536:
-                    raise ServiceTableError(f"{where}: backend {b.ip}:{b.port} port out of range")
-            addrs = _normal(backends)[:WIDE]
-            if kind == "service":
-                services[(front.ip, front.protocol, front.port)] = addrs
-            else:
-                if (front.protocol, front.port) in external:
-                    raise ServiceTableError(f"{where}: claimed twice")
-                external[(front.protocol, front.port)] = addrs
-    return services, external
+def _changes(state: DataPlaneState, last: tuple[Mapping, Mapping], full: bool) -> tuple[dict, dict]:
+    """The frontends whose backends differ from the last applied input, validated and in kernel
+    form (None: removed), or a clear error naming the bad one before anything is sent."""
+    out: tuple[dict, dict] = ({}, {})
+    for kind, raw, before, changed in (("service", state.services, last[0], out[0]),
+                                       ("external port", state.external, last[1], out[1])):
+        if raw is before and not full:
+            continue
+        for front, backends in raw.items():
+            if not full and before.get(front) == backends:
+                continue
+            key, addrs = _validated(kind, front, backends)
+            changed[key] = addrs
+        if not full:
+            for front in before.keys() - raw.keys():
+                changed[_key(kind, front)] = None
+    return out
+
+
+def _key(kind: str, front: Frontend) -> tuple:
+    return (front.ip, front.protocol, front.port) if kind == "service" else (front.protocol, front.port)
+
+
+def _validated(kind: str, front: Frontend, backends: Iterable[Backend]) -> tuple[tuple, tuple[Addr, ...]]:
+    """One frontend's key and sorted distinct backends (at most WIDE), or InvalidServiceState."""
+    where = f"{kind} {front.ip or '*'}:{front.port}/{front.protocol}"
+    if front.protocol not in PROTOCOLS:
+        raise InvalidServiceState(f"{where}: protocol must be one of {', '.join(PROTOCOLS)}")
+    if not isinstance(front.port, int) or not 0 < front.port < 65536:
+        raise InvalidServiceState(f"{where}: port out of range")
+    if kind == "service":
+        _check_ip(front.ip, f"{where}: VIP")
+    elif front.ip:
+        raise InvalidServiceState(f"{where}: an external port is on every node address (ip must be '')")
+    addrs = _normal(backends)
+    for ip, port in addrs:
+        _check_ip(ip, f"{where}: backend")
+        if not isinstance(port, int) or not 0 < port < 65536:
+            raise InvalidServiceState(f"{where}: backend {ip}:{port} port out of range")
+    return _key(kind, front), addrs[:WIDE]
 
 
 def _elements(body: dict) -> Iterable[tuple[list, list]]:
