@@ -40,7 +40,14 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from ccattler.agent.dataplane import libnft, policy_nft
-from ccattler.agent.dataplane.base import PROTOCOLS, Backend, DataPlane, DataPlaneState, Frontend
+from ccattler.agent.dataplane.base import (
+    PROTOCOLS,
+    Backend,
+    DataPlane,
+    DataPlaneState,
+    Frontend,
+    PolicyIngress,
+)
 from ccattler.engine.facts import CcaError
 
 Runner = policy_nft.Runner
@@ -405,8 +412,8 @@ class NftablesDataPlane(DataPlane):
         return kernel
 
     def programmed(self) -> DataPlaneState:
-        """Services and external ports as the kernel holds them now (backends as address and port,
-        sorted); identities and policies as the policy table was last programmed."""
+        """What the kernel holds now: services and external ports (backends as address and port,
+        sorted), identities and policies from the policy table."""
         kernel = self._read_kernel() or _Kernel()
 
         def backends(chain: str, slots: dict[int, Addr]) -> tuple[Backend, ...]:
@@ -418,9 +425,36 @@ class NftablesDataPlane(DataPlane):
                     for (ip, proto, port), c in kernel.services.items()}
         external = {Frontend("", port, proto): backends(c, kernel.ext_slots.get((proto, port), {}))
                     for (proto, port), c in kernel.nodeports.items()}
-        return DataPlaneState(services=services, external=external,
-                              identities=dict(self.policy.state.identities),
-                              policies=dict(self.policy.state.policies))
+        identities, policies = self._read_policy()
+        return DataPlaneState(services=services, external=external, identities=identities, policies=policies)
+
+    def _read_policy(self) -> tuple[dict[str, frozenset[str]], dict[str, PolicyIngress]]:
+        """The policy table as the kernel holds it: identity sets (named by their comment), the
+        guarded addresses and each destination chain's allow rules. Identities without addresses
+        are left out (the table keeps an empty set for every identity a rule names)."""
+        try:
+            text = self._run(["nft", "list", "table", "inet", self.policy.table], None)
+        except (policy_nft.PolicyError, ServiceTableError):
+            return {}, {}
+        blocks = {(kind, name): body for kind, name, body in _BLOCK.findall(text)}
+        names = {name[2:]: m.group(1) for (kind, name), body in blocks.items()
+                 if kind == "set" and name.startswith("i_") and (m := re.search(r'comment "([^"]*)"', body))}
+        identities = {names[h]: frozenset(_ADDR.findall(body.partition("elements")[2]))
+                      for (kind, name), body in blocks.items()
+                      if kind == "set" and (h := name[2:]) in names}
+        local: dict[str, set[str]] = {}
+        for ip, h in re.findall(rf"{_IP} : jump d_(\w+)", blocks.get(("map", "guarded"), "")):
+            local.setdefault(h, set()).add(ip)
+        policies = {}
+        for (kind, name), body in blocks.items():
+            if kind != "chain" or not name.startswith("d_") or name[2:] not in names:
+                continue
+            allowed = set()
+            for src, rest in re.findall(r"ip saddr @i_(\w+) (.*?)\s*accept", body):
+                allowed.add((names.get(src, f"#{src}"), *_allow(rest)))
+            dest = names[name[2:]]
+            policies[dest] = PolicyIngress(dest, frozenset(local.get(name[2:], ())), frozenset(allowed))
+        return {n: a for n, a in identities.items() if a}, policies
 
     def counters(self) -> dict[str, dict | int]:
         """New connections per VIP and per external port (element counters: the nat hooks see only
@@ -480,6 +514,17 @@ def _svc_elem(key: SvcKey) -> str:
 
 def _ext_elem(key: ExtKey) -> str:
     return f"{key[0]} . {key[1]}"
+
+
+def _allow(rest: str) -> tuple[int, str]:
+    """(port, protocol) of one policy allow rule's match after `ip saddr @set`, as nft lists it."""
+    if m := re.fullmatch(r"(tcp|udp) dport (\d+)", rest):
+        return int(m.group(2)), m.group(1)
+    if m := re.fullmatch(r"meta l4proto (tcp|udp)(?: th dport (\d+))?", rest):
+        return int(m.group(2) or 0), m.group(1)
+    if m := re.fullmatch(r"meta l4proto \{ tcp, udp \}(?: th dport (\d+))?", rest):
+        return int(m.group(1) or 0), "any"
+    return (0, "any") if not rest else (0, f"?{rest}")  # a bare `accept`; else shown as not understood
 
 
 def _check_ip(ip: str, what: str) -> None:

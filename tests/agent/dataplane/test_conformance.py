@@ -26,7 +26,8 @@ def normal(state: DataPlaneState) -> DataPlaneState:
     def n(table):
         return {f: tuple(sorted({Backend(b.ip, b.port) for b in bs})) for f, bs in table.items()}
 
-    return replace(state, services=n(state.services), external=n(state.external))
+    return replace(state, services=n(state.services), external=n(state.external),
+                   identities={k: v for k, v in state.identities.items() if v})
 
 
 def backends(*last_octets: int, port: int = 8080) -> tuple[Backend, ...]:
@@ -134,6 +135,21 @@ def test_restart_repairs_instead_of_appending(plane):
     third = env.new()
     third.apply(STATE)
     assert third.transactions == 0  # the kernel already matches: nothing sent
+
+
+def test_policy_reads_back_from_the_kernel_and_admit_fails_closed(plane):
+    kind, p, env = plane
+    if kind == "memory":
+        pytest.skip("admit is the kernel planes' (the memory plane has nothing to fail open)")
+    allowed = frozenset({("shop/api", 53, "udp"), ("shop/api", 0, "any"), ("shop/web", 80, "any"),
+                         ("shop/web", 0, "tcp")})
+    state = replace(STATE, identities={**STATE.identities, "shop/web": frozenset({"10.78.1.7"})},
+                    policies={"shop/db": PolicyIngress("shop/db", frozenset({"10.78.1.4"}), allowed)})
+    p.apply(state)
+    assert normal(env.new().programmed()) == normal(state)  # read from the kernel, not a record
+    p.admit("shop/db", "10.78.1.8")
+    got = env.new().programmed()
+    assert "10.78.1.8" in got.policies["shop/db"].local_ips and "10.78.1.8" in got.identities["shop/db"]
 
 
 def test_bad_input_is_refused_before_any_change(plane):

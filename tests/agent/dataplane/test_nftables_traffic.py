@@ -18,7 +18,7 @@ import time
 
 import pytest
 
-from ccattler.agent.dataplane.base import Backend, DataPlaneState, Frontend
+from ccattler.agent.dataplane.base import Backend, DataPlaneState, Frontend, PolicyIngress
 from ccattler.agent.dataplane.nftables import NftablesDataPlane
 from ccattler.agent.dataplane.policy_nft import run_command
 from ccattler.agent.net import netns
@@ -26,7 +26,12 @@ from ccattler.agent.net import netns
 pytestmark = pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("nft"), reason="needs root and nft")
 
 SERVER = """
-import socket, sys
+import socket, sys, threading
+u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); u.bind(("0.0.0.0", 8080))
+def udp():
+    while True:
+        _, peer = u.recvfrom(100); u.sendto(f"{sys.argv[1]} {peer[0]}".encode(), peer)
+threading.Thread(target=udp, daemon=True).start()
 s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
 s.bind(("0.0.0.0", 8080)); s.listen(64)
 while True:
@@ -40,7 +45,11 @@ out = []
 for _ in range(int(sys.argv[3])):
     t = time.monotonic()
     try:
-        c = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=2)
+        if sys.argv[4] == "udp":
+            c = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); c.settimeout(2)
+            c.connect((sys.argv[1], int(sys.argv[2]))); c.send(b"?")
+        else:
+            c = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=2)
         out.append(c.recv(100).decode()); c.close()
     except OSError as e:
         out.append(f"{type(e).__name__} {time.monotonic() - t:.3f}")
@@ -93,8 +102,8 @@ class Cluster:
     def run(self, argv, stdin=None):
         return run_command(["ip", "netns", "exec", self.ns["n1"], *argv], stdin)
 
-    def connect(self, role: str, ip: str, port: int = 80, n: int = 1) -> list[str]:
-        out = sh(self.ns[role], sys.executable, "-c", CLIENT, ip, str(port), str(n))
+    def connect(self, role: str, ip: str, port: int = 80, n: int = 1, proto: str = "tcp") -> list[str]:
+        out = sh(self.ns[role], sys.executable, "-c", CLIENT, ip, str(port), str(n), proto)
         return json.loads(out)
 
     def close(self) -> None:
@@ -150,3 +159,24 @@ def test_external_port_answers_on_the_node_address(cluster):
     cluster.plane.apply(DataPlaneState(external={Frontend("", 443): (R1,)}))
     assert cluster.connect("n2", NODE1, 443) == [f"r1 {NODE1}"]
     assert cluster.plane.counters()["external"]["*:443/tcp"] >= 1
+
+
+def test_udp_vip_answers_and_refuses_without_backends(cluster):
+    cluster.plane.apply(DataPlaneState(services={Frontend(VIP, 53, "udp"): (Backend("10.79.2.2", 8080),),
+                                                 Frontend("10.96.0.11", 53, "udp"): ()}))
+    assert cluster.connect("cl", VIP, 53, proto="udp") == ["r1 10.79.1.4"]
+    [answer] = cluster.connect("cl", "10.96.0.11", 53, proto="udp")  # icmp port unreachable
+    assert answer.split()[0] == "ConnectionRefusedError" and float(answer.split()[1]) < 0.5
+
+
+def test_policy_sees_the_real_source_behind_a_vip(cluster):
+    """One plane object carries services and policy: c1 (shop/db) admits only the client's identity;
+    through the VIP, the client gets in and c2 (another identity) is dropped."""
+    cluster.plane.apply(DataPlaneState(
+        services={Frontend(VIP, 80): (C1,)},
+        identities={"shop/db": frozenset({"10.79.1.2"}), "shop/api": frozenset({"10.79.1.4"}),
+                    "shop/other": frozenset({"10.79.1.3"})},
+        policies={"shop/db": PolicyIngress("shop/db", frozenset({"10.79.1.2"}),
+                                           frozenset({("shop/api", 8080, "tcp")}))}))
+    assert cluster.connect("cl", VIP) == ["c1 10.79.1.4"]
+    assert cluster.connect("c2", VIP)[0].startswith("TimeoutError")
