@@ -34,19 +34,17 @@ class _Lib:
         lib.nft_ctx_output_set_flags.argtypes = [ctypes.c_void_p, ctypes.c_uint32]
         lib.nft_ctx_output_get_flags.restype = ctypes.c_uint32
         lib.nft_ctx_output_get_flags.argtypes = [ctypes.c_void_p]
+        lib.nft_ctx_free.argtypes = [ctypes.c_void_p]
         lib.nft_run_cmd_from_buffer.restype = ctypes.c_int
         lib.nft_run_cmd_from_buffer.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
         self.lib = lib
         self.local = threading.local()
 
     def ctx(self) -> int:
-        ctx = getattr(self.local, "ctx", None)
-        if ctx is None:
-            ctx = self.lib.nft_ctx_new(0)
-            self.lib.nft_ctx_buffer_output(ctx)
-            self.lib.nft_ctx_buffer_error(ctx)
-            self.local.ctx = ctx
-        return ctx
+        holder = getattr(self.local, "holder", None)
+        if holder is None:
+            holder = self.local.holder = _Context(self.lib)
+        return holder.ctx
 
     def run(self, text: str, json: bool = False) -> tuple[int, str, str]:
         ctx, lib = self.ctx(), self.lib
@@ -57,6 +55,19 @@ class _Lib:
         out = (lib.nft_ctx_get_output_buffer(ctx) or b"").decode()
         err = (lib.nft_ctx_get_error_buffer(ctx) or b"").decode()
         return rc, out, err
+
+
+class _Context:
+    """One thread's libnftables context, freed when the thread ends (its thread-local goes)."""
+
+    def __init__(self, lib) -> None:
+        self.lib = lib
+        self.ctx = lib.nft_ctx_new(0)
+        lib.nft_ctx_buffer_output(self.ctx)
+        lib.nft_ctx_buffer_error(self.ctx)
+
+    def __del__(self) -> None:
+        self.lib.nft_ctx_free(self.ctx)
 
 
 _lib: _Lib | None = None

@@ -21,6 +21,8 @@ there by nft 1.0.6) look up `services`, then the node addresses in `nodeports`. 
 masquerades only a backend reaching itself through its VIP (hairpin: set of `b . b`) and external
 connections sent to another node (else the reply would leave that node by its own route); all other
 traffic keeps its source address, which network policy on the destination node depends on.
+The conntrack mark of a connection to a frontend is this plane's (slot number, external bit): other
+tables must not rely on ct mark for such connections.
 
 Every `apply` is one `nft -f -` transaction with only the difference from what is programmed (the
 first apply reads the table back from the kernel, so a restarted agent repairs, never appends; a
@@ -480,6 +482,12 @@ class NftablesDataPlane(DataPlane):
 
     def teardown(self) -> None:
         self._run(["nft", "-f", "-"], f"table ip {self.table}\ndelete table ip {self.table}\n")
+        if self.service_cidr and self._prepared:
+            try:
+                self._run(["ip", "route", "del", self.service_cidr, "dev", self.bridge], None)
+            except (policy_nft.PolicyError, ServiceTableError):
+                pass  # already gone (with the bridge)
+        self._prepared = False
         self.policy.teardown()
         self._kernel = None
         self._inputs = ({}, {})
