@@ -68,12 +68,12 @@ def backend_ip(i: int, k: int) -> str:
 def inner(args) -> dict:
     from ccattler.agent.dataplane import libnft
     from ccattler.agent.dataplane.base import Backend, DataPlaneState, Frontend
-    from ccattler.agent.dataplane.nftables import NftablesDataPlane, ServiceTableError
-    from ccattler.agent.dataplane.policy_nft import run_command
+    from ccattler.agent.dataplane.nftables import NftablesDataPlane
+    from ccattler.agent.dataplane.policy_nft import PolicyError, run_command
 
     assert libnft.library() is not None, "libnftables did not load"
     kernel_times: list[float] = []
-    fast = libnft.runner(run_command, ServiceTableError)
+    fast = libnft.runner(run_command, PolicyError)
 
     def timed(argv, stdin=None):
         t = time.perf_counter()

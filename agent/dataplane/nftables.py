@@ -130,8 +130,9 @@ class NftablesDataPlane(DataPlane):
         for ip in self.node_addresses:
             _check_ip(ip, "node address")  # InvalidServiceState
         self.service_cidr = service_cidr
-        # the default runner does nft in-process (libnftables); a given runner is used as it is
-        self._run = libnft.runner(run, ServiceTableError) if run is policy_nft.run_command else run
+        # the default runner does nft in-process (libnftables); a given runner is used as it is.
+        # Failures are PolicyError either way (PolicyTables repairs drift on it; _send rewraps).
+        self._run = libnft.runner(run, policy_nft.PolicyError) if run is policy_nft.run_command else run
         self.policy = policy_nft.PolicyTables(bridge, gateway, run=self._run)
         self._kernel: _Kernel | None = None   # None: read the table back before the next apply
         self._inputs: tuple[dict, dict] = ({}, {})  # the last applied services/external mappings
@@ -157,12 +158,20 @@ class NftablesDataPlane(DataPlane):
         """Once per process: same-node VIP replies are bridged and must pass conntrack (to be
         un-DNATed), and node-originated connects need a route for the service range."""
         try:
-            self.policy.ensure_bridge_filtering()
+            try:
+                self.policy.ensure_bridge_filtering()
+            except policy_nft.PolicyError:  # the sysctl exists once the module is loaded
+                self._run(["modprobe", "br_netfilter"], None)
+                self.policy.ensure_bridge_filtering()
         except (policy_nft.PolicyError, ServiceTableError, OSError) as exc:
             raise ServiceTableError("cannot enable bridge netfilter (same-node VIPs need module "
                                     f"br_netfilter, net.bridge.bridge-nf-call-iptables=1): {exc}") from exc
         if self.service_cidr:
-            self._run(["ip", "route", "replace", self.service_cidr, "dev", self.bridge], None)
+            try:
+                self._run(["ip", "route", "replace", self.service_cidr, "dev", self.bridge], None)
+            except policy_nft.PolicyError as exc:
+                raise ServiceTableError(f"route for the service range {self.service_cidr} via "
+                                        f"{self.bridge}: {exc}") from None
         self._hairpin_ports()
         self._networks = self._bridge_networks()
         self._prepared = True
@@ -195,7 +204,10 @@ class NftablesDataPlane(DataPlane):
             return  # no bridge yet: nothing to do
         for port in ports:
             name = port["ifname"]
-            self._run(["ip", "link", "set", "dev", name, "type", "bridge_slave", "hairpin", "on"], None)
+            try:
+                self._run(["ip", "link", "set", "dev", name, "type", "bridge_slave", "hairpin", "on"], None)
+            except policy_nft.PolicyError:
+                pass  # the port went away meanwhile
 
     def repair(self) -> None:
         """Forget what was programmed: the next apply reads the kernel back and repairs drift."""
