@@ -138,6 +138,7 @@ class NftablesDataPlane(DataPlane):
         self._inputs: tuple[dict, dict] = ({}, {})  # the last applied services/external mappings
         self._refs: Counter[str] = Counter()   # backend ip → frontends using it (hairpin set)
         self._prepared = False
+        self._udp_gone: list[tuple[tuple, Addr]] = []  # removed UDP backends: conntrack to delete
         self._networks: list[tuple[int, int]] | None = None  # the bridge's subnets; None: unknown
         self.transactions = 0   # transactions sent (idempotence and diff tests)
         self.replaced = 0       # of them, whole-table ones (no table, or another layout)
@@ -238,10 +239,12 @@ class NftablesDataPlane(DataPlane):
                 break
             if full:
                 self._recount(self._kernel)
+            self._udp_gone = []
             script = self._delta(self._kernel, *changes, full=full)
             try:
                 if script:
                     self._send(script)
+                self._forget_udp()
                 return
             except ServiceTableError:
                 if attempt:
@@ -249,6 +252,20 @@ class NftablesDataPlane(DataPlane):
                 self._kernel, full = self._read_kernel(), True
                 changes = _changes(state, ({}, {}), True)
         self._replace(*_changes(state, ({}, {}), True))
+
+    def _forget_udp(self) -> None:
+        """UDP has no end: a client socket keeps sending to a removed backend for as long as its
+        conntrack entry lives (30-180 s). Delete the entries DNATed to a removed backend (what
+        kube-proxy does too); TCP connections are left to finish."""
+        gone, self._udp_gone = self._udp_gone, []
+        for key, (ip, port) in gone:
+            argv = ["conntrack", "-D", "-p", "udp", "--reply-src", ip, "--reply-port-src", str(port)]
+            argv += ["--orig-dst", key[0], "--orig-port-dst", str(key[2])] if len(key) == 3 else \
+                ["--orig-port-dst", str(key[1])]
+            try:
+                self._run(argv, None)
+            except (policy_nft.PolicyError, ServiceTableError, OSError):
+                pass  # no entry (conntrack exits 1 when nothing matched), or no conntrack tool
 
     def _recount(self, kernel: _Kernel) -> None:
         self._refs = Counter()
@@ -315,6 +332,9 @@ class NftablesDataPlane(DataPlane):
         for ip in after - before:
             self._refs[ip] += 1
         touched |= before ^ after
+        if key[-2] == "udp":  # (vip, proto, port) or (proto, port)
+            gone = set(have_slots.values()) - set(want_slots.values())
+            self._udp_gone += [(key, addr) for addr in sorted(gone)]
         if want_chain is None:
             verdicts.pop(key, None)
             slots.pop(key, None)

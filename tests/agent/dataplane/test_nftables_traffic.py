@@ -180,3 +180,28 @@ def test_policy_sees_the_real_source_behind_a_vip(cluster):
                                            frozenset({("shop/api", 8080, "tcp")}))}))
     assert cluster.connect("cl", VIP) == ["c1 10.79.1.4"]
     assert cluster.connect("c2", VIP)[0].startswith("TimeoutError")
+
+
+UDP_CLIENT = """
+import socket, sys
+c = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); c.settimeout(2); c.connect((sys.argv[1], 53))
+for line in sys.stdin:
+    c.send(b"?"); print(c.recv(100).decode().split()[0], flush=True)
+"""
+
+
+def test_a_removed_udp_backend_loses_its_flows(cluster):
+    """Same client socket (one conntrack entry) before and after its backend is replaced."""
+    cluster.plane.apply(DataPlaneState(services={Frontend(VIP, 53, "udp"): (R1,)}))
+    argv = ["ip", "netns", "exec", cluster.ns["cl"], sys.executable, "-c", UDP_CLIENT, VIP]
+    client = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    cluster.procs.append(client)
+
+    def ask() -> str:
+        client.stdin.write("\n")
+        client.stdin.flush()
+        return client.stdout.readline().strip()
+
+    assert ask() == "r1"
+    cluster.plane.apply(DataPlaneState(services={Frontend(VIP, 53, "udp"): (C2,)}))
+    assert ask() == "c2"  # r1 is still up: only the deleted conntrack entry sends this to c2
