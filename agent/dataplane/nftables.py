@@ -18,7 +18,8 @@ N = 1..EXACT gives every backend an equal share; a service with more backends us
 filled round robin (the first WIDE backends, shares differing by at most one slot in WIDE).
 Hooks: prerouting (containers, other nodes) and output (node-originated, `-100`: `dstnat` is refused
 there by nft 1.0.6) look up `services`, then the node addresses in `nodeports`. Postrouting
-masquerades only a backend reaching itself through its VIP (hairpin: set of `b . b`) and external
+masquerades only a backend reaching itself through its VIP (hairpin: set of `b . b` for backends
+in the bridge's subnets; bridge ports are in hairpin mode, see agent/net/node.py) and external
 connections sent to another node (else the reply would leave that node by its own route); all other
 traffic keeps its source address, which network policy on the destination node depends on.
 The conntrack mark of a connection to a frontend is this plane's (slot number, external bit): other
@@ -27,7 +28,8 @@ tables must not rely on ct mark for such connections.
 Every `apply` is one `nft -f -` transaction with only the difference from what is programmed (the
 first apply reads the table back from the kernel, so a restarted agent repairs, never appends; a
 table of another layout is replaced); the same state twice sends nothing. A changed service costs a
-few element deletes and adds. Node-originated connects to a VIP need a route for the service range
+few element deletes and adds; a removed UDP backend's conntrack entries are deleted after it (TCP
+connections are left to finish). Node-originated connects to a VIP need a route for the service range
 (`service_cidr`: `ip route replace <cidr> dev <bridge>`), otherwise connect() fails before DNAT.
 """
 
