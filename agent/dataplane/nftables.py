@@ -582,6 +582,12 @@ def _changes(state: DataPlaneState, last: tuple[Mapping, Mapping], full: bool) -
                                        ("external port", state.external, last[1], out[1])):
         if raw is before and not full:
             continue
+        same_order = None if full else _in_step(raw, before)
+        if same_order is not None:  # the usual case: the same frontends in the same order
+            for front, backends in same_order:
+                key, addrs = _validated(kind, front, backends)
+                changed[key] = addrs
+            continue
         kept = 0
         for front, backends in raw.items():
             if not full:
@@ -595,6 +601,20 @@ def _changes(state: DataPlaneState, last: tuple[Mapping, Mapping], full: bool) -
         if not full and kept < len(before):  # some frontends are gone
             for front in before.keys() - raw.keys():
                 changed[_key(kind, front)] = None
+    return out
+
+
+def _in_step(raw: Mapping, before: Mapping) -> list | None:
+    """The changed (frontend, backends) when `raw` has the same frontends as `before` in the same
+    order (walked side by side: no hashing of 30,000 dataclass keys), else None."""
+    if len(raw) != len(before):
+        return None
+    out = []
+    for (front, backends), (had, was) in zip(raw.items(), before.items(), strict=True):
+        if front is not had and front != had:
+            return None
+        if backends is not was and backends != was:
+            out.append((front, backends))
     return out
 
 

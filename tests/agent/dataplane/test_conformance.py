@@ -134,6 +134,22 @@ def test_one_service_changed_is_one_small_diff(plane):
         assert p.replaced == 1 and p.transactions == 2
 
 
+def test_rebuilt_reordered_and_swapped_frontends_diff_correctly(plane):
+    kind, p, _ = plane
+    p.apply(STATE)
+    rebuilt = {Frontend(f.ip, f.port, f.protocol): tuple(Backend(b.ip, b.port) for b in bs)
+               for f, bs in reversed(list(STATE.services.items()))}
+    p.apply(replace(STATE, services=rebuilt))  # equal, other objects, other order
+    assert normal(p.programmed()) == normal(STATE)
+    swapped = dict(STATE.services)
+    del swapped[Frontend("10.96.0.12", 80)]
+    swapped[Frontend("10.96.0.13", 80)] = backends(2)  # same count, one frontend replaced
+    p.apply(replace(STATE, services=swapped))
+    assert normal(p.programmed()) == normal(replace(STATE, services=swapped))
+    if kind != "memory":
+        assert p.transactions == 2 and "10.96.0.12" in p.last_script
+
+
 def test_restart_repairs_instead_of_appending(plane):
     kind, p, env = plane
     if kind == "memory":
