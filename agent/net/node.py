@@ -180,6 +180,8 @@ class NodeNetwork:
             peer = {"ifname": "eth0", "net_ns_fd": str(path)}
             self._ipr.link("add", ifname=att.veth, kind="veth", peer=peer)
             self._ipr.link("set", index=self._index(att.veth), master=bridge, state="up")
+            # hairpin: a container reaching its own service VIP is DNATed back out of this port
+            self._ipr.brport("set", index=self._index(att.veth), mode=1)
         netns.run_in(att.netns, lambda: self._configure_inside(att))
 
     def _configure_inside(self, att: Attachment) -> None:

@@ -1,0 +1,651 @@
+"""The default data plane: service VIPs and external ports in nftables table `ip cca_svc_<bridge>`,
+network policy delegated to `policy_nft.PolicyTables` (table `inet cca_pol_<bridge>`).
+
+Layout — no chain per service (NETWORK-NOTES B2: libnftables re-reads every chain on every command,
+so kube-proxy's chain-per-service layout makes one update cost 81 ms at 10,000 services). The
+number of chains is fixed; services live only in map elements:
+
+    map services  { ipv4_addr . inet_proto . inet_service : verdict }   VIP . tcp . 80 : goto pick_3
+    map slots     { ipv4_addr . inet_proto . inet_service . mark : ipv4_addr . inet_service }
+                                                            VIP . tcp . 80 . 2 : 10.88.1.7 . 8080
+    map nodeports { inet_proto . inet_service : verdict }               tcp . 443 : goto xpick_2
+    map ext_slots { inet_proto . inet_service . mark : ipv4_addr . inet_service }
+    chain pick_N  ct mark set numgen random mod N; dnat to daddr . proto . dport . ct mark map @slots
+    chain xpick_N the same for external ports (ct mark offset EXTERNAL, read back in postrouting)
+    chain refuse  a frontend without a ready backend: tcp reset / icmp port unreachable at once
+
+N = 1..EXACT gives every backend an equal share; a service with more backends uses WIDE slots
+filled round robin (the first WIDE backends, shares differing by at most one slot in WIDE).
+Hooks: prerouting (containers, other nodes) and output (node-originated, `-100`: `dstnat` is refused
+there by nft 1.0.6) look up `services`, then the node addresses in `nodeports`. Postrouting
+masquerades only a backend reaching itself through its VIP (hairpin: set of `b . b` for backends
+in the bridge's subnets; bridge ports are in hairpin mode, see agent/net/node.py) and external
+connections sent to another node (else the reply would leave that node by its own route); all other
+traffic keeps its source address, which network policy on the destination node depends on.
+The conntrack mark of a connection to a frontend is this plane's (slot number, external bit): other
+tables must not rely on ct mark for such connections.
+
+Every `apply` is one `nft -f -` transaction with only the difference from what is programmed (the
+first apply reads the table back from the kernel, so a restarted agent repairs, never appends; a
+table of another layout is replaced); the same state twice sends nothing. A changed service costs a
+few element deletes and adds; a removed UDP backend's conntrack entries are deleted after it (TCP
+connections are left to finish). Node-originated connects to a VIP need a route for the service range
+(`service_cidr`: `ip route replace <cidr> dev <bridge>`), otherwise connect() fails before DNAT.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import re
+import socket
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from ccattler.agent.dataplane import libnft, policy_nft
+from ccattler.agent.dataplane.base import (
+    PROTOCOLS,
+    Backend,
+    DataPlane,
+    DataPlaneState,
+    Frontend,
+    PolicyIngress,
+)
+from ccattler.engine.facts import CcaError
+
+Runner = policy_nft.Runner
+
+EXACT = 32          # pick_1 … pick_32: exact equal shares
+WIDE = 256          # pick_256: services with more backends (round robin over 256 slots)
+EXTERNAL = 0x40000000  # ct mark offset of external-port connections (masqueraded when remote)
+LAYOUT = "layout_v1"   # an empty named counter marks the layout (nft -j shows no table comment)
+
+_IP = r"(\d+\.\d+\.\d+\.\d+)"
+_COUNTED = r"( counter packets \d+ bytes \d+)?"
+_SERVICE = re.compile(rf"{_IP} \. (tcp|udp) \. (\d+){_COUNTED} : goto (\w+)")
+_SLOT = re.compile(rf"{_IP} \. (tcp|udp) \. (\d+) \. (0x[0-9a-f]+) : {_IP} \. (\d+)")
+_NODEPORT = re.compile(rf"(tcp|udp) \. (\d+){_COUNTED} : goto (\w+)")
+_EXT_SLOT = re.compile(rf"(tcp|udp) \. (\d+) \. (0x[0-9a-f]+) : {_IP} \. (\d+)")
+_PAIR = re.compile(rf"{_IP} \. {_IP}")
+_ADDR = re.compile(_IP)
+_BLOCK = re.compile(r"^\t(map|set|chain|counter) (\w+) \{\n(.*?)^\t\}", re.M | re.S)
+_DOTTED = re.compile(r"(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)(\.(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)){3}")
+
+_MISSING = object()
+SvcKey = tuple[str, str, int]       # (vip, protocol, port)
+ExtKey = tuple[str, int]            # (protocol, port)
+Addr = tuple[str, int]              # (backend ip, port)
+
+
+class ServiceTableError(CcaError):
+    """nft refused a change (the message carries its own words), or the state is invalid."""
+
+
+class InvalidServiceState(ServiceTableError, ValueError):
+    """A frontend or backend nft cannot express (bad address, port or protocol): nothing was sent."""
+
+
+def table_name(bridge: str) -> str:
+    return f"cca_svc_{bridge.replace('-', '_')}"
+
+
+def _chain(count: int, prefix: str = "pick") -> str:
+    if count == 0:
+        return "refuse"
+    return f"{prefix}_{count if count <= EXACT else WIDE}"
+
+
+def _slots(backends: tuple[Addr, ...]) -> dict[int, Addr]:
+    if len(backends) <= EXACT:
+        return dict(enumerate(backends))
+    return {i: backends[i % len(backends)] for i in range(WIDE)}
+
+
+def _normal(backends: Iterable[Backend]) -> tuple[Addr, ...]:
+    return tuple(sorted({(b.ip, b.port) for b in backends}))
+
+
+@dataclass
+class _Kernel:
+    """What the table holds, element by element (kept after each transaction; read back at start)."""
+
+    services: dict[SvcKey, str] = field(default_factory=dict)            # key → chain
+    slots: dict[SvcKey, dict[int, Addr]] = field(default_factory=dict)
+    nodeports: dict[ExtKey, str] = field(default_factory=dict)
+    ext_slots: dict[ExtKey, dict[int, Addr]] = field(default_factory=dict)
+    hairpin: set[str] = field(default_factory=set)
+    node_addrs: set[str] = field(default_factory=set)
+
+
+class NftablesDataPlane(DataPlane):
+    """One node's services, external ports and policy, in the current network namespace."""
+
+    name = "nftables"
+
+    def __init__(self, bridge: str, gateway: str | None = None, node_addresses: tuple[str, ...] = (),
+                 run: Runner = policy_nft.run_command, service_cidr: str | None = None) -> None:
+        self.bridge = bridge
+        self.table = table_name(bridge)
+        self.gateway = gateway
+        self.node_addresses = tuple(sorted(set(node_addresses)))
+        for ip in self.node_addresses:
+            _check_ip(ip, "node address")  # InvalidServiceState
+        self.service_cidr = service_cidr
+        # the default runner does nft in-process (libnftables); a given runner is used as it is.
+        # Failures are PolicyError either way (PolicyTables repairs drift on it; _send rewraps).
+        self._run = libnft.runner(run, policy_nft.PolicyError) if run is policy_nft.run_command else run
+        self.policy = policy_nft.PolicyTables(bridge, gateway, run=self._run)
+        self._kernel: _Kernel | None = None   # None: read the table back before the next apply
+        self._inputs: tuple[dict, dict] = ({}, {})  # the last applied services/external mappings
+        self._refs: Counter[str] = Counter()   # backend ip → frontends using it (hairpin set)
+        self._prepared = False
+        self._udp_gone: list[tuple[tuple, Addr]] = []  # removed UDP backends: conntrack to delete
+        self._networks: list[tuple[int, int]] | None = None  # the bridge's subnets; None: unknown
+        self.transactions = 0   # transactions sent (idempotence and diff tests)
+        self.replaced = 0       # of them, whole-table ones (no table, or another layout)
+        self.last_script = ""
+
+    # -- apply ----------------------------------------------------------------------------------
+    def apply(self, state: DataPlaneState) -> None:
+        if not self._prepared:
+            self._prepare()
+        self._apply_services(state)
+        self.policy.apply(state.identities, state.policies)
+
+    def admit(self, identity: str, ip: str) -> None:
+        """Fail closed: `ip` is under `identity`'s policy before its instance starts."""
+        self.policy.admit(identity, ip)
+
+    def _prepare(self) -> None:
+        """Once per process: same-node VIP replies are bridged and must pass conntrack (to be
+        un-DNATed), and node-originated connects need a route for the service range."""
+        try:
+            try:
+                self.policy.ensure_bridge_filtering()
+            except policy_nft.PolicyError:  # the sysctl exists once the module is loaded
+                self._run(["modprobe", "br_netfilter"], None)
+                self.policy.ensure_bridge_filtering()
+        except (policy_nft.PolicyError, ServiceTableError, OSError) as exc:
+            raise ServiceTableError("cannot enable bridge netfilter (same-node VIPs need module "
+                                    f"br_netfilter, net.bridge.bridge-nf-call-iptables=1): {exc}") from exc
+        if self.service_cidr:
+            try:
+                self._run(["ip", "route", "replace", self.service_cidr, "dev", self.bridge], None)
+            except policy_nft.PolicyError as exc:
+                raise ServiceTableError(f"route for the service range {self.service_cidr} via "
+                                        f"{self.bridge}: {exc}") from None
+        self._hairpin_ports()
+        self._networks = self._bridge_networks()
+        self._prepared = True
+
+    def _bridge_networks(self) -> list[tuple[int, int]] | None:
+        """The bridge's IPv4 subnets: only a backend in them can reach itself through this node, so
+        only those addresses go into the hairpin set (None, unknown: every backend does)."""
+        try:
+            listed = self._run(["ip", "-j", "-4", "addr", "show", "dev", self.bridge], None)
+            links = json.loads(listed or "[]")
+        except (policy_nft.PolicyError, ServiceTableError, ValueError):
+            return None
+        nets = [ipaddress.IPv4Network(f"{a['local']}/{a['prefixlen']}", strict=False)
+                for link in links for a in link.get("addr_info", []) if a.get("family") == "inet"]
+        return [(int(n.network_address), int(n.netmask)) for n in nets] or None
+
+    def _is_local(self, ip: str) -> bool:
+        if self._networks is None:
+            return True
+        n = int.from_bytes(socket.inet_aton(ip), "big")
+        return any(n & mask == net for net, mask in self._networks)
+
+    def _hairpin_ports(self) -> None:
+        """Hairpin mode on the bridge's ports: with bridge netfilter a backend's packet to its own
+        VIP is DNATed while bridged and must go back out of the port it came in by (new ports get
+        it from agent/net/node.py; this covers ports made before, e.g. by an older agent)."""
+        try:
+            ports = json.loads(self._run(["ip", "-j", "link", "show", "master", self.bridge], None) or "[]")
+        except (policy_nft.PolicyError, ServiceTableError, ValueError):
+            return  # no bridge yet: nothing to do
+        for port in ports:
+            name = port["ifname"]
+            try:
+                self._run(["ip", "link", "set", "dev", name, "type", "bridge_slave", "hairpin", "on"], None)
+            except policy_nft.PolicyError:
+                pass  # the port went away meanwhile
+
+    def repair(self) -> None:
+        """Forget what was programmed: the next apply reads the kernel back and repairs drift."""
+        self._kernel = None
+        self._inputs = ({}, {})
+
+    def _apply_services(self, state: DataPlaneState) -> None:
+        try:
+            self._sync(state)
+        except InvalidServiceState:
+            raise  # refused before anything was sent or recorded
+        except BaseException:
+            self.repair()  # the record may be wrong now: read the kernel back next time
+            raise
+        self._inputs = (state.services, state.external)
+
+    def _sync(self, state: DataPlaneState) -> None:
+        """Delta against the record (or the kernel read back); on a refused delta read the kernel
+        again and retry once; a missing table, another layout or a second refusal: replace it.
+        Only frontends whose input changed since the last apply are validated and normalised, and
+        they are validated before anything is sent or recorded."""
+        full = self._kernel is None
+        changes = _changes(state, ({}, {}) if full else self._inputs, full)
+        if full:
+            self._kernel = self._read_kernel()
+        for attempt in range(2):
+            if self._kernel is None:
+                break
+            if full:
+                self._recount(self._kernel)
+            self._udp_gone = []
+            script = self._delta(self._kernel, *changes, full=full)
+            try:
+                if script:
+                    self._send(script)
+                self._forget_udp()
+                return
+            except ServiceTableError:
+                if attempt:
+                    break
+                self._kernel, full = self._read_kernel(), True
+                changes = _changes(state, ({}, {}), True)
+        self._replace(*_changes(state, ({}, {}), True))
+
+    def _forget_udp(self) -> None:
+        """UDP has no end: a client socket keeps sending to a removed backend for as long as its
+        conntrack entry lives (30-180 s). Delete the entries DNATed to a removed backend (what
+        kube-proxy does too); TCP connections are left to finish."""
+        gone, self._udp_gone = self._udp_gone, []
+        for key, (ip, port) in gone:
+            argv = ["conntrack", "-D", "-p", "udp", "--reply-src", ip, "--reply-port-src", str(port)]
+            argv += ["--orig-dst", key[0], "--orig-port-dst", str(key[2])] if len(key) == 3 else \
+                ["--orig-port-dst", str(key[1])]
+            try:
+                self._run(argv, None)
+            except (policy_nft.PolicyError, ServiceTableError, OSError):
+                pass  # no entry (conntrack exits 1 when nothing matched), or no conntrack tool
+
+    def _recount(self, kernel: _Kernel) -> None:
+        self._refs = Counter()
+        for slots in (*kernel.slots.values(), *kernel.ext_slots.values()):
+            for ip in {a[0] for a in slots.values() if self._is_local(a[0])}:
+                self._refs[ip] += 1
+
+    def _delta(self, kernel: _Kernel, services: dict[SvcKey, tuple[Addr, ...] | None],
+               external: dict[ExtKey, tuple[Addr, ...] | None], full: bool) -> str:
+        """The script turning `kernel` into the desired state; `kernel` (the record) is updated in
+        place (a refused script makes the caller read it back). `services`/`external` hold the
+        changed frontends (None: removed); `full` (after a read-back) holds all of them, and every
+        frontend the kernel has beyond them is removed."""
+        ops = _Ops(self.table)
+        touched: set[str] = set(kernel.hairpin) | set(self._refs) if full else set()
+        svc = dict(services)
+        ext = dict(external)
+        if full:  # stale frontends, and slots orphaned by a crash or a hand edit
+            for key in (set(kernel.services) | set(kernel.slots)) - set(svc):
+                svc[key] = None
+            for key in (set(kernel.nodeports) | set(kernel.ext_slots)) - set(ext):
+                ext[key] = None
+        for key in sorted(svc):
+            self._one(ops, "services", "slots", "pick", kernel.services, kernel.slots, key, svc[key],
+                      touched, _svc_elem)
+        for key in sorted(ext):
+            self._one(ops, "nodeports", "ext_slots", "xpick", kernel.nodeports, kernel.ext_slots, key,
+                      ext[key], touched, _ext_elem)
+        add = sorted(ip for ip in touched if self._refs[ip] > 0 and ip not in kernel.hairpin)
+        drop = sorted(ip for ip in touched if self._refs[ip] <= 0 and ip in kernel.hairpin)
+        for ip in [ip for ip in touched if self._refs[ip] <= 0]:
+            del self._refs[ip]
+        ops.delete("hairpin", [f"{ip} . {ip}" for ip in drop])
+        ops.add("hairpin", [f"{ip} . {ip}" for ip in add])
+        kernel.hairpin.difference_update(drop)
+        kernel.hairpin.update(add)
+        want_addrs = set(self.node_addresses)
+        ops.delete("node_addrs", sorted(kernel.node_addrs - want_addrs))
+        ops.add("node_addrs", sorted(want_addrs - kernel.node_addrs))
+        kernel.node_addrs = want_addrs
+        return ops.script()
+
+    def _one(self, ops: _Ops, vmap: str, slotmap: str, prefix: str, verdicts: dict, slots: dict,
+             key: tuple, backends: tuple[Addr, ...] | None, touched: set[str], elem) -> None:
+        """Diff one frontend: its verdict element and its slot elements (None: frontend removed)."""
+        have_chain, have_slots = verdicts.get(key), slots.get(key, {})
+        want_chain = None if backends is None else _chain(len(backends), prefix)
+        want_slots = {} if backends is None else _slots(backends)
+        offset = EXTERNAL if prefix == "xpick" else 0
+        if have_chain != want_chain:
+            if have_chain is not None:
+                ops.delete(vmap, [elem(key)])
+            if want_chain is not None:
+                ops.add(vmap, [f"{elem(key)} : goto {want_chain}"])
+        dels = [i for i, a in have_slots.items() if want_slots.get(i) != a]
+        adds = [i for i, a in want_slots.items() if have_slots.get(i) != a]
+        ops.delete(slotmap, [f"{elem(key)} . {i + offset}" for i in sorted(dels)])
+        ops.add(slotmap, [f"{elem(key)} . {i + offset} : {want_slots[i][0]} . {want_slots[i][1]}"
+                          for i in sorted(adds)])
+        before = {a[0] for a in have_slots.values() if self._is_local(a[0])}
+        after = {a[0] for a in want_slots.values() if self._is_local(a[0])}
+        for ip in before - after:
+            self._refs[ip] -= 1
+        for ip in after - before:
+            self._refs[ip] += 1
+        touched |= before ^ after
+        if key[-2] == "udp":  # (vip, proto, port) or (proto, port)
+            gone = set(have_slots.values()) - set(want_slots.values())
+            self._udp_gone += [(key, addr) for addr in sorted(gone)]
+        if want_chain is None:
+            verdicts.pop(key, None)
+            slots.pop(key, None)
+        else:
+            verdicts[key] = want_chain
+            slots[key] = want_slots
+
+    def _replace(self, services: dict[SvcKey, tuple[Addr, ...] | None],
+                 external: dict[ExtKey, tuple[Addr, ...] | None]) -> None:
+        kernel = _Kernel(node_addrs=set(self.node_addresses))
+        ops = _Ops(self.table)
+        self._refs = Counter()
+        touched: set[str] = set()
+        for key in sorted(services):
+            self._one(ops, "services", "slots", "pick", kernel.services, kernel.slots, key,
+                      services[key], touched, _svc_elem)
+        for key in sorted(external):
+            self._one(ops, "nodeports", "ext_slots", "xpick", kernel.nodeports, kernel.ext_slots, key,
+                      external[key], touched, _ext_elem)
+        kernel.hairpin = {ip for ip, n in self._refs.items() if n > 0}
+        ops.add("hairpin", [f"{ip} . {ip}" for ip in sorted(kernel.hairpin)])
+        ops.add("node_addrs", list(self.node_addresses))
+        self._send(self.skeleton() + ops.script())
+        self.replaced += 1
+        self._kernel = kernel
+
+    def skeleton(self) -> str:
+        """The table without elements: delete whatever is there, then declare the fixed layout."""
+        t = self.table
+        local = "ip daddr @node_addrs" if self.node_addresses else "fib daddr type local"
+        lines = [f"table ip {t}", f"delete table ip {t}", f"table ip {t} {{",
+                 f"  counter {LAYOUT} {{ }}",
+                 "  map services { type ipv4_addr . inet_proto . inet_service : verdict; counter; }",
+                 "  map slots { type ipv4_addr . inet_proto . inet_service . mark"
+                 " : ipv4_addr . inet_service; }",
+                 "  map nodeports { type inet_proto . inet_service : verdict; counter; }",
+                 "  map ext_slots { type inet_proto . inet_service . mark : ipv4_addr . inet_service; }",
+                 "  set hairpin { type ipv4_addr . ipv4_addr; }",
+                 "  set node_addrs { type ipv4_addr; }",
+                 "  counter refused { }",
+                 "  chain refuse {",
+                 "    counter name refused",
+                 "    meta l4proto tcp reject with tcp reset",
+                 "    reject",
+                 "  }"]
+        for n in (*range(1, EXACT + 1), WIDE):
+            lines += [f"  chain pick_{n} {{",
+                      f"    ct mark set numgen random mod {n}",
+                      "    dnat ip to ip daddr . meta l4proto . th dport . ct mark map @slots",
+                      "  }",
+                      f"  chain xpick_{n} {{",
+                      f"    ct mark set numgen random mod {n} offset {EXTERNAL}",
+                      "    dnat ip to meta l4proto . th dport . ct mark map @ext_slots",
+                      "  }"]
+        for hook, priority in (("prerouting", "dstnat"), ("output", "-100")):
+            lines += [f"  chain {hook} {{",
+                      f"    type nat hook {hook} priority {priority}; policy accept;",
+                      "    ip daddr . meta l4proto . th dport vmap @services",
+                      f"    {local} meta l4proto . th dport vmap @nodeports",
+                      "  }"]
+        lines += ["  chain postrouting {",
+                  "    type nat hook postrouting priority srcnat; policy accept;",
+                  "    ct status dnat ip saddr . ip daddr @hairpin masquerade",
+                  f'    ct mark and {EXTERNAL:#x} == {EXTERNAL:#x} oifname != "{self.bridge}" masquerade',
+                  "  }", "}"]
+        return "\n".join(lines) + "\n"
+
+    def _send(self, script: str) -> None:
+        self.last_script = script
+        try:
+            self._run(["nft", "-f", "-"], script)
+        except policy_nft.PolicyError as exc:
+            raise ServiceTableError(str(exc)) from None
+        self.transactions += 1
+
+    # -- read back ------------------------------------------------------------------------------
+    def _listing(self, kind: str, name: str) -> str | None:
+        try:
+            return self._run(["nft", "list", kind, "ip", self.table, *([name] if name else [])], None)
+        except (policy_nft.PolicyError, ServiceTableError):
+            return None  # no such table or object
+
+    def _read_kernel(self) -> _Kernel | None:
+        """The table's elements, or None when it is missing or of another layout (replace it).
+        One text listing, parsed by pattern: each `nft list` fills libnftables' cache with the
+        whole table anyway (~1 s at 30,000 services), and JSON is slower to produce and to load."""
+        text = self._listing("table", "")
+        if text is None:
+            return None
+        blocks = {(kind, name): body for kind, name, body in _BLOCK.findall(text)}
+        local = "@node_addrs" if self.node_addresses else "fib daddr type local"
+        if (local not in blocks.get(("chain", "prerouting"), "") or ("counter", LAYOUT) not in blocks
+                or ("chain", f"xpick_{WIDE}") not in blocks):
+            return None
+        kernel = _Kernel()
+        listed = {name: blocks.get((kind, name), "") for kind, name in (
+            ("map", "services"), ("map", "slots"), ("map", "nodeports"), ("map", "ext_slots"),
+            ("set", "hairpin"), ("set", "node_addrs"))}
+        for ip, proto, port, _, chain in _SERVICE.findall(listed["services"]):
+            kernel.services[(ip, proto, int(port))] = chain
+        for ip, proto, port, mark, bip, bport in _SLOT.findall(listed["slots"]):
+            kernel.slots.setdefault((ip, proto, int(port)), {})[int(mark, 16)] = (bip, int(bport))
+        for proto, port, _, chain in _NODEPORT.findall(listed["nodeports"]):
+            kernel.nodeports[(proto, int(port))] = chain
+        for proto, port, mark, bip, bport in _EXT_SLOT.findall(listed["ext_slots"]):
+            kernel.ext_slots.setdefault((proto, int(port)), {})[int(mark, 16) - EXTERNAL] = (bip, int(bport))
+        kernel.hairpin = {a for a, b in _PAIR.findall(listed["hairpin"]) if a == b}
+        kernel.node_addrs = set(_ADDR.findall(listed["node_addrs"].partition("elements")[2]))
+        return kernel
+
+    def programmed(self) -> DataPlaneState:
+        """What the kernel holds now: services and external ports (backends as address and port,
+        sorted), identities and policies from the policy table."""
+        kernel = self._read_kernel() or _Kernel()
+
+        def backends(chain: str, slots: dict[int, Addr]) -> tuple[Backend, ...]:
+            count = 0 if chain == "refuse" else int(chain.rsplit("_", 1)[1])
+            seen = [slots[i] for i in range(count) if i in slots]
+            return tuple(Backend(ip, port) for ip, port in sorted(set(seen)))
+
+        services = {Frontend(ip, port, proto): backends(c, kernel.slots.get((ip, proto, port), {}))
+                    for (ip, proto, port), c in kernel.services.items()}
+        external = {Frontend("", port, proto): backends(c, kernel.ext_slots.get((proto, port), {}))
+                    for (proto, port), c in kernel.nodeports.items()}
+        identities, policies = self._read_policy()
+        return DataPlaneState(services=services, external=external, identities=identities, policies=policies)
+
+    def _read_policy(self) -> tuple[dict[str, frozenset[str]], dict[str, PolicyIngress]]:
+        """The policy table as the kernel holds it: identity sets (named by their comment), the
+        guarded addresses and each destination chain's allow rules. Identities without addresses
+        are left out (the table keeps an empty set for every identity a rule names)."""
+        try:
+            text = self._run(["nft", "list", "table", "inet", self.policy.table], None)
+        except (policy_nft.PolicyError, ServiceTableError):
+            return {}, {}
+        blocks = {(kind, name): body for kind, name, body in _BLOCK.findall(text)}
+        names = {name[2:]: m.group(1) for (kind, name), body in blocks.items()
+                 if kind == "set" and name.startswith("i_") and (m := re.search(r'comment "([^"]*)"', body))}
+        identities = {names[h]: frozenset(_ADDR.findall(body.partition("elements")[2]))
+                      for (kind, name), body in blocks.items()
+                      if kind == "set" and (h := name[2:]) in names}
+        local: dict[str, set[str]] = {}
+        for ip, h in re.findall(rf"{_IP} : jump d_(\w+)", blocks.get(("map", "guarded"), "")):
+            local.setdefault(h, set()).add(ip)
+        policies = {}
+        for (kind, name), body in blocks.items():
+            if kind != "chain" or not name.startswith("d_") or name[2:] not in names:
+                continue
+            allowed = set()
+            for src, rest in re.findall(r"ip saddr @i_(\w+) (.*?)\s*accept", body):
+                allowed.add((names.get(src, f"#{src}"), *_allow(rest)))
+            dest = names[name[2:]]
+            policies[dest] = PolicyIngress(dest, frozenset(local.get(name[2:], ())), frozenset(allowed))
+        return {n: a for n, a in identities.items() if a}, policies
+
+    def counters(self) -> dict[str, dict | int]:
+        """New connections per VIP and per external port (element counters: the nat hooks see only
+        a connection's first packet), and connections refused for want of a ready backend."""
+        out: dict[str, dict | int] = {"services": {}, "external": {}, "refused": 0}
+        refused = self._listing("counter", "refused") or ""
+        out["refused"] = int(m.group(1)) if (m := re.search(r"packets (\d+)", refused)) else 0
+        for name in ("services", "nodeports"):
+            try:
+                listed = json.loads(self._run(["nft", "-j", "list", "map", "ip", self.table, name], None))
+            except (policy_nft.PolicyError, ServiceTableError, ValueError):
+                continue
+            body = next((o["map"] for o in listed.get("nftables", []) if "map" in o), None)
+            if body is None:
+                continue
+            for raw in body.get("elem", []):
+                key, packets = _counted_key(raw[0])
+                if body["name"] == "services":
+                    out["services"][f"{key[0]}:{key[2]}/{key[1]}"] = packets
+                else:
+                    out["external"][f"*:{key[1]}/{key[0]}"] = packets
+        return out
+
+    def teardown(self) -> None:
+        self._run(["nft", "-f", "-"], f"table ip {self.table}\ndelete table ip {self.table}\n")
+        if self.service_cidr and self._prepared:
+            try:
+                self._run(["ip", "route", "del", self.service_cidr, "dev", self.bridge], None)
+            except (policy_nft.PolicyError, ServiceTableError):
+                pass  # already gone (with the bridge)
+        self._prepared = False
+        self.policy.teardown()
+        self._kernel = None
+        self._inputs = ({}, {})
+        self._refs = Counter()
+
+
+class _Ops:
+    """The lines of one transaction: element deletes and adds, one line per map and kind."""
+
+    def __init__(self, table: str) -> None:
+        self.table = table
+        self.lines: list[str] = []
+
+    def add(self, name: str, elements: list[str]) -> None:
+        if elements:
+            self.lines.append(f"add element ip {self.table} {name} {{ {', '.join(elements)} }}")
+
+    def delete(self, name: str, elements: list[str]) -> None:
+        if elements:
+            self.lines.append(f"delete element ip {self.table} {name} {{ {', '.join(elements)} }}")
+
+    def script(self) -> str:
+        # deletes before adds: a changed element is deleted and re-added in the same transaction
+        dels = [line for line in self.lines if line.startswith("delete")]
+        adds = [line for line in self.lines if line.startswith("add")]
+        return "\n".join(dels + adds) + "\n" if self.lines else ""
+
+
+def _svc_elem(key: SvcKey) -> str:
+    return f"{key[0]} . {key[1]} . {key[2]}"
+
+
+def _ext_elem(key: ExtKey) -> str:
+    return f"{key[0]} . {key[1]}"
+
+
+def _allow(rest: str) -> tuple[int, str]:
+    """(port, protocol) of one policy allow rule's match after `ip saddr @set`, as nft lists it."""
+    if m := re.fullmatch(r"(tcp|udp) dport (\d+)", rest):
+        return int(m.group(2)), m.group(1)
+    if m := re.fullmatch(r"meta l4proto (tcp|udp)(?: th dport (\d+))?", rest):
+        return int(m.group(2) or 0), m.group(1)
+    if m := re.fullmatch(r"meta l4proto \{ tcp, udp \}(?: th dport (\d+))?", rest):
+        return int(m.group(1) or 0), "any"
+    return (0, "any") if not rest else (0, f"?{rest}")  # a bare `accept`; else shown as not understood
+
+
+def _check_ip(ip: str, what: str) -> None:
+    if not isinstance(ip, str) or not _DOTTED.fullmatch(ip):  # as strict as ipaddress, 5x faster
+        raise InvalidServiceState(f"{what} {ip!r} is not an IPv4 address")
+
+
+def _changes(state: DataPlaneState, last: tuple[Mapping, Mapping], full: bool) -> tuple[dict, dict]:
+    """The frontends whose backends differ from the last applied input, validated and in kernel
+    form (None: removed), or a clear error naming the bad one before anything is sent."""
+    out: tuple[dict, dict] = ({}, {})
+    for kind, raw, before, changed in (("service", state.services, last[0], out[0]),
+                                       ("external port", state.external, last[1], out[1])):
+        if raw is before and not full:
+            continue
+        same_order = None if full else _in_step(raw, before)
+        if same_order is not None:  # the usual case: the same frontends in the same order
+            for front, backends in same_order:
+                key, addrs = _validated(kind, front, backends)
+                changed[key] = addrs
+            continue
+        kept = 0
+        for front, backends in raw.items():
+            if not full:
+                had = before.get(front, _MISSING)
+                if had is not _MISSING:
+                    kept += 1
+                    if had == backends:
+                        continue
+            key, addrs = _validated(kind, front, backends)
+            changed[key] = addrs
+        if not full and kept < len(before):  # some frontends are gone
+            for front in before.keys() - raw.keys():
+                changed[_key(kind, front)] = None
+    return out
+
+
+def _in_step(raw: Mapping, before: Mapping) -> list | None:
+    """The changed (frontend, backends) when `raw` has the same frontends as `before` in the same
+    order (walked side by side: no hashing of 30,000 dataclass keys), else None."""
+    if len(raw) != len(before):
+        return None
+    out = []
+    for (front, backends), (had, was) in zip(raw.items(), before.items(), strict=True):
+        if front is not had and front != had:
+            return None
+        if backends is not was and backends != was:
+            out.append((front, backends))
+    return out
+
+
+def _key(kind: str, front: Frontend) -> tuple:
+    return (front.ip, front.protocol, front.port) if kind == "service" else (front.protocol, front.port)
+
+
+def _validated(kind: str, front: Frontend, backends: Iterable[Backend]) -> tuple[tuple, tuple[Addr, ...]]:
+    """One frontend's key and sorted distinct backends (at most WIDE), or InvalidServiceState."""
+    where = f"{kind} {front.ip or '*'}:{front.port}/{front.protocol}"
+    if front.protocol not in PROTOCOLS:
+        raise InvalidServiceState(f"{where}: protocol must be one of {', '.join(PROTOCOLS)}")
+    if not isinstance(front.port, int) or not 0 < front.port < 65536:
+        raise InvalidServiceState(f"{where}: port out of range")
+    if kind == "service":
+        _check_ip(front.ip, f"{where}: VIP")
+    elif front.ip:
+        raise InvalidServiceState(f"{where}: an external port is on every node address (ip must be '')")
+    addrs = _normal(backends)
+    for ip, port in addrs:
+        _check_ip(ip, f"{where}: backend")
+        if not isinstance(port, int) or not 0 < port < 65536:
+            raise InvalidServiceState(f"{where}: backend {ip}:{port} port out of range")
+    return _key(kind, front), addrs[:WIDE]
+
+
+def _counted_key(raw) -> tuple[list, int]:
+    packets = 0
+    if isinstance(raw, dict) and "elem" in raw:
+        packets = raw["elem"].get("counter", {}).get("packets", 0)
+        raw = raw["elem"]["val"]
+    if isinstance(raw, dict) and "concat" in raw:
+        return raw["concat"], packets
+    return [raw], packets
