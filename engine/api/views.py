@@ -90,7 +90,7 @@ def instances(store: Store, tenant: str | None) -> list[dict[str, Any]]:
                      "restarts": seen.get("restarts", 0), "ready": seen.get("ready", False),
                      "health": seen.get("health"),
                      "reason": seen.get("reason"), "unplaced": placement.get("reasons") or None,
-                     "volumes": seen.get("volumes") or [],
+                     "volumes": seen.get("volumes") or [], "init": seen.get("init"),
                      "created_revision": fact.create_revision})
     return rows
 
