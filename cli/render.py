@@ -56,9 +56,10 @@ COLUMNS: dict[str, tuple[list[Column], list[Column]]] = {
         [("name", _name), ("condition", lambda r: r["condition"]), ("instances", lambda r: r["instances"]),
          ("cpu", lambda r: ((r["value"].get("capacity") or {}).get("cpu"))),
          ("memory", lambda r: _mib((r["value"].get("capacity") or {}).get("memory"))),
-         ("zone", lambda r: r["value"].get("zone"))],
+         ("zone", lambda r: r.get("zone"))],
         [("address", lambda r: r["value"].get("address")),
-         ("labels", lambda r: _pairs(r["value"].get("labels")))],
+         ("labels", lambda r: _pairs(r.get("labels"))),
+         ("restrictions", lambda r: ",".join(r.get("restrictions") or ()))],
     ),
     "secrets": (
         [("name", _name), ("set", lambda r: "yes" if r["set"] else "no"),
@@ -176,6 +177,10 @@ def describe(kind: str, row: dict[str, Any]) -> None:
             _volumes(value)
         elif field == "init":
             _init(value)
+        elif field == "labels":
+            typer.echo(f"{'Labels:':<18}{_pairs(value) or '-'}")
+        elif isinstance(value, list) and all(isinstance(v, str) for v in value):
+            typer.echo(f"{field.capitalize() + ':':<18}{', '.join(value) or '-'}")
         elif field not in ("key", "name", "tenant", "value") and not isinstance(value, dict):
             label = field.replace("_", " ").capitalize() + ":"
             typer.echo(f"{label:<18}{value if value is not None else '-'}")

@@ -192,6 +192,18 @@ class LogsRequest(_message.Message):
     init: bool
     def __init__(self, target: _Optional[str] = ..., tenant: _Optional[str] = ..., follow: _Optional[bool] = ..., tail: _Optional[int] = ..., tags: _Optional[_Mapping[str, str]] = ..., since_seconds: _Optional[float] = ..., since_time: _Optional[float] = ..., init: _Optional[bool] = ...) -> None: ...
 
+class ScaleRequest(_message.Message):
+    __slots__ = ("service", "tenant", "instances", "dry_run")
+    SERVICE_FIELD_NUMBER: _ClassVar[int]
+    TENANT_FIELD_NUMBER: _ClassVar[int]
+    INSTANCES_FIELD_NUMBER: _ClassVar[int]
+    DRY_RUN_FIELD_NUMBER: _ClassVar[int]
+    service: str
+    tenant: str
+    instances: int
+    dry_run: bool
+    def __init__(self, service: _Optional[str] = ..., tenant: _Optional[str] = ..., instances: _Optional[int] = ..., dry_run: _Optional[bool] = ...) -> None: ...
+
 class LogChunk(_message.Message):
     __slots__ = ("instance", "data")
     INSTANCE_FIELD_NUMBER: _ClassVar[int]
