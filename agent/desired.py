@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
 
+from ccattler.agent.init_steps import InitStep, init_steps
 from ccattler.agent.probes import Probe, probes_of
 from ccattler.agent.runtime.base import ConfigFile, ContainerSpec, SecretFile, VolumeMount
 from ccattler.engine.facts import parse_service
@@ -39,6 +40,8 @@ class InstanceSpec:
     #: Secret names and `connection:<t>/<n>`s; the values are fetched when the container starts.
     secrets: tuple[str, ...] = ()
     volumes: tuple[VolumeMount, ...] = ()
+    #: Run in order, each to completion, before the main container first starts (agent/init_steps).
+    init: tuple[InitStep, ...] = ()
     #: A stateful ordinal waits for the previous one to be ready before it first starts (not hashed).
     waiting_for: str | None = field(default=None, compare=False)
     #: A hash of everything that shapes the container: a change means replace it (set on creation).
@@ -49,6 +52,8 @@ class InstanceSpec:
                  [(f.path, f.content) for f in self.files], self.secrets)
         if self.volumes:  # only then: adding the field must not change (restart) every other container
             shape += ([(v.key, v.path) for v in self.volumes],)
+        if self.init:  # the same: a changed init step means a replacement, which runs them again
+            shape += ([(s.exec, s.timeout, s.retry) for s in self.init],)
         object.__setattr__(self, "spec_hash", hashlib.sha256(repr(shape).encode()).hexdigest()[:16])
 
     @property
@@ -143,7 +148,7 @@ def desired_instances(facts: Mapping[str, Any], node: str) -> dict[str, Instance
             ip=ip_doc.get("ip") if isinstance(ip_doc, dict) and ip_doc.get("node", node) == node else None,
             probes=_probes(svc), secrets=tuple(s["name"] for s in svc.get("secrets") or [])
             + tuple(f"connection:{c}" for c in svc.get("connections") or []),
-            volumes=_volumes(facts, svc, instance),
+            volumes=_volumes(facts, svc, instance), init=init_steps(svc),
             waiting_for=_predecessor_not_ready(facts, service, svc, instance))
         wanted[spec.key] = spec
     return wanted

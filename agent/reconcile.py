@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ccattler.agent.desired import InstanceSpec
+from ccattler.agent.init_steps import InitProgress, InitRunner, owner
 from ccattler.agent.net.node import NodeNetwork
 from ccattler.agent.probes import Prober, Verdict, check
 from ccattler.agent.runtime.base import Runtime, SecretFile
@@ -59,6 +60,11 @@ class _Record:
     reason: str | None = None
     running_since: float | None = None
     verdict: Verdict | None = None
+    #: The init steps' progress for the current spec (None: none to run, or the main container was
+    #: found already created for this spec, e.g. after an agent restart).
+    init: InitProgress | None = None
+    #: The spec hash whose init steps passed: restarts of that spec skip them.
+    init_passed: str = ""
 
 
 class Reconciler:
@@ -86,6 +92,8 @@ class Reconciler:
         self._pool = ThreadPoolExecutor(workers, thread_name_prefix="cca-reconcile") if workers > 1 else None
         self._lock = threading.Lock()
         self._next_gc = 0.0
+        self.init_runner = InitRunner(runtime, clock)
+        self._init_statuses: dict[str, Any] = {}  # the init containers as listed this tick
         # One refresh for the whole node every `secret_refresh` s (not per instance: per-instance
         # timers drift apart with start times, and one batched call would become many).
         self._next_refresh = clock() + secret_refresh
@@ -100,11 +108,17 @@ class Reconciler:
         with self._lock:
             now = self.clock()
             statuses = {s.name: s for s in self.runtime.list()}
+            self._init_statuses = {n: s for n, s in statuses.items() if owner(n) is not None}
+            for name in self._init_statuses:
+                del statuses[name]
+            self._remove_stray_inits(desired, statuses)
             removals = [n for n in statuses if n not in desired]
             starts: list[tuple[InstanceSpec, bool]] = []  # (spec, a leftover container to remove first)
             for name, spec in desired.items():
                 record = self._records.setdefault(name, _Record())
                 status = statuses.get(name)
+                if status is not None and status.spec_hash == spec.spec_hash:
+                    record.init_passed = spec.spec_hash  # it was started: its init steps passed
                 if status is not None and status.spec_hash != spec.spec_hash:
                     removals.append(name)  # changed: replace it now, it is not a failure
                     starts.append((spec, False))
@@ -123,7 +137,8 @@ class Reconciler:
                 self._refresh_all([spec for name, spec in desired.items() if spec.secrets and name in statuses
                                    and statuses[name].state == "running" and name not in removals])
             for name in set(self._records) - set(desired):
-                del self._records[name]
+                if self._records.pop(name).init is not None:
+                    self.init_runner.forget(name)
                 self.prober.forget(name)
             if now >= self._next_gc:
                 self.gc(desired)
@@ -212,6 +227,8 @@ class Reconciler:
                     return
                 assert self.network is not None
                 netns = self.network.attach(spec.key, spec.ip).netns_path
+            if not self._init_passed(spec, record, lambda: spec.container(netns, self._secret_files(spec))):
+                return
             self.runtime.create(spec.container(netns, self._secret_files(spec)))
             self.runtime.start(spec.key)
             record.retry_at = 0.0
@@ -227,6 +244,34 @@ class Reconciler:
                 self.runtime.remove(spec.key)
             except (CcaError, OSError):
                 log.exception("cleaning up after a failed start of %s", spec.key)
+
+    def _init_passed(self, spec: InstanceSpec, record: _Record, container: Callable[[], Any]) -> bool:
+        """Advance the instance's init steps (agent/init_steps); True when the main container may
+        start (no steps, or all passed for this spec)."""
+        if not spec.init or record.init_passed == spec.spec_hash:
+            return True
+        if record.init is None or record.init.spec_hash != spec.spec_hash:  # first, or a replacement
+            if record.init is not None:
+                self.init_runner.forget(spec.key)
+            record.init = InitProgress(spec.spec_hash, len(spec.init))
+        progress = record.init
+        if self.init_runner.advance(spec.init, progress, spec.key, container, self._init_statuses):
+            record.init_passed = spec.spec_hash
+            return True
+        record.reason = progress.reason(spec.init, self.clock())
+        return False
+
+    def _remove_stray_inits(self, desired: Mapping[str, InstanceSpec], mains: Mapping[str, Any]) -> None:
+        """Init containers of instances gone, replaced or already started are removed."""
+        for name, status in list(self._init_statuses.items()):
+            key = owner(name)
+            spec = desired.get(key or "")
+            if spec is None or status.spec_hash != spec.spec_hash or key in mains:
+                try:
+                    self.runtime.remove(name)
+                except (CcaError, OSError) as exc:
+                    log.warning("removing init container %s: %s", name, exc)
+                del self._init_statuses[name]
 
     def _secret_files(self, spec: InstanceSpec) -> tuple[SecretFile, ...]:
         """The plaintexts of the instance's secrets, fetched just before it starts."""
@@ -301,9 +346,14 @@ class Reconciler:
             # has still to pass, or it would flicker into endpoints for a tick.
             verdict = record.verdict or Verdict(ready=not any(p.kind in ("readiness", "startup")
                                                               for p in spec.probes))
+            init = record.init if record.init and record.init.spec_hash == spec.spec_hash else None
             if status is not None and status.state == "running" and status.spec_hash == spec.spec_hash:
                 state, reason = "running", None
             elif status is not None and status.state in ("created", "starting"):
+                state = "starting"
+            elif init is not None and init.failed is not None:
+                state = "failed"
+            elif init is not None and not init.done:
                 state = "starting"
             elif record.retry_at > now:
                 state = "failed"
@@ -317,6 +367,8 @@ class Reconciler:
                 "health": verdict.health if state == "running" else None,
                 "ready": state == "running" and verdict.ready,
             }
+            if init is not None:
+                observed[spec.observed_key]["init"] = init.document()
         return observed
 
 

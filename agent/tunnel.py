@@ -185,7 +185,9 @@ class AgentTunnel:
         return body
 
     def _logs(self, session: _Session, request: dict[str, Any], out: Callable[[int, bytes], None]) -> None:
-        path = self.runtime.log_path(str(request["instance"]))
+        instance = str(request["instance"])
+        runtime = self.runtime
+        path = runtime.init_log_path(instance) if request.get("init") else runtime.log_path(instance)
         data, offset = read_since(path, _since(request))
         tail = int(request.get("tail") or 0)
         if tail > 0:

@@ -164,6 +164,8 @@ def _core(name: str, kind: str, state_dir: Path, bridge: str, runc_root: Path | 
 
 @reports_errors
 def agent(
+    action: Annotated[str | None, typer.Argument(metavar="[debug]", help="`debug`: the same as --debug.")
+                      ] = None,
     server: Annotated[str | None, typer.Option("--server", help="API server HOST:PORT (mutual TLS; default: "
                                                                 "the node context's).")] = None,
     node_id: Annotated[str | None, typer.Option("--node-id", help="Node name (default: the certificate's, "
@@ -226,8 +228,11 @@ def agent(
         ipaddress.IPv4Network(cluster_cidr)
     except ValueError as exc:
         raise typer.BadParameter(f"{cluster_cidr!r}: {exc}", param_hint="--cluster-cidr") from None
+    if action not in (None, "debug"):
+        raise typer.BadParameter(f"{action!r}: the only action is `debug` (or run the agent without one)",
+                                 param_hint="ACTION")
     state = (state_dir or default_state_dir()).resolve()
-    if debug:
+    if debug or action == "debug":
         import json
 
         from ccattler.agent.debug import node_report

@@ -1,4 +1,5 @@
-"""`cca logs SERVICE|INSTANCE [-f] [--tail N] [--since 5m|TIME] [--tag k=v]`: container output from
+"""`cca logs SERVICE|INSTANCE [-f] [--tail N] [--since 5m|TIME] [--tag k=v] [--init]`: container
+output (or with --init, the init steps' output) from
 every node running it, through the API server (each line prefixed with its instance)."""
 
 from __future__ import annotations
@@ -53,6 +54,8 @@ def logs(target: Annotated[str, typer.Argument(help="Service or instance (tenant
                            ] = None,
          tag: Annotated[list[str] | None, typer.Option("--tag", help="KEY=VALUE: every service tagged so "
                                                        "(repeatable).")] = None,
+         init: Annotated[bool, typer.Option("--init", help="The output of the init steps instead (kept "
+                                            "on the node after they ran).")] = False,
          tenant: TenantOpt = "", context: ContextOpt = None, server: ServerOpt = None,
          token: TokenOpt = None) -> None:
     """Print (or follow) the output of a service's instances, wherever they run."""
@@ -63,7 +66,7 @@ def logs(target: Annotated[str, typer.Argument(help="Service or instance (tenant
         raise typer.BadParameter("name a service or an instance, or give --tag KEY=VALUE")
     since_seconds, since_time = since or (0.0, 0.0)  # parsed by the option's callback
     request = api_pb2.LogsRequest(target=target, tenant=tenant, follow=follow, tail=tail, tags=tags,
-                                  since_seconds=since_seconds, since_time=since_time)
+                                  since_seconds=since_seconds, since_time=since_time, init=init)
     lines = _Lines(prefix=True)
     out = sys.stdout.buffer
     try:

@@ -18,7 +18,8 @@ from ccattler.engine.facts import CcaError
 #: Command group modules under ccattler.cli, in help order.
 COMMAND_MODULES: tuple[str, ...] = (
     "image", "init", "server", "resources", "secret", "token", "user", "policy", "audit", "lang",
-    "plan", "logic", "context", "agent", "up", "logs", "exec", "benchmark", "top", "autoscale",
+    "plan", "logic", "context", "login", "agent", "up", "logs", "exec", "scale", "benchmark", "top",
+    "autoscale",
 )
 
 app = typer.Typer(

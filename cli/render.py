@@ -27,6 +27,11 @@ def _pairs(mapping: dict | None) -> str:
     return ",".join(f"{k}={v}" for k, v in sorted((mapping or {}).items()))
 
 
+def _short(text: str | None, width: int = 60) -> str | None:
+    """A long reason cut to one table cell (`cca describe instance` has it whole)."""
+    return text if not text or len(text) <= width else text[:width - 1] + "…"
+
+
 def _tags(doc: dict | None) -> str:
     return _pairs((doc or {}).get("tags"))
 
@@ -43,16 +48,18 @@ COLUMNS: dict[str, tuple[list[Column], list[Column]]] = {
     "instances": (
         [("name", _name), ("service", lambda r: r["service"]), ("node", lambda r: r["node"]),
          ("state", lambda r: r["state"]), ("ready", lambda r: "yes" if r["ready"] else "no"),
-         ("health", lambda r: r.get("health")), ("restarts", lambda r: r["restarts"])],
+         ("health", lambda r: r.get("health")), ("restarts", lambda r: r["restarts"]),
+         ("reason", lambda r: _short(r.get("reason")))],
         [("ip", lambda r: r["ip"]), ("image", lambda r: r["value"].get("image"))],
     ),
     "nodes": (
         [("name", _name), ("condition", lambda r: r["condition"]), ("instances", lambda r: r["instances"]),
          ("cpu", lambda r: ((r["value"].get("capacity") or {}).get("cpu"))),
          ("memory", lambda r: _mib((r["value"].get("capacity") or {}).get("memory"))),
-         ("zone", lambda r: r["value"].get("zone"))],
+         ("zone", lambda r: r.get("zone"))],
         [("address", lambda r: r["value"].get("address")),
-         ("labels", lambda r: _pairs(r["value"].get("labels")))],
+         ("labels", lambda r: _pairs(r.get("labels"))),
+         ("restrictions", lambda r: ",".join(r.get("restrictions") or ()))],
     ),
     "secrets": (
         [("name", _name), ("set", lambda r: "yes" if r["set"] else "no"),
@@ -143,6 +150,21 @@ def _volumes(volumes: list[dict[str, Any]]) -> None:
         typer.echo(f"  {v['name']} at {v['path']}: {_mib(v.get('used'))} used{size} ({how}{over})")
 
 
+def _init(init: dict[str, Any] | None) -> None:
+    """An instance's init steps as its agent reports them; a failed step with its output's tail."""
+    if not init:
+        return
+    typer.echo(f"{'Init steps:':<18}{init['passed']}/{init['steps']} passed")
+    failed = init.get("failed")
+    if failed:
+        code = "timed out" if failed["exit_code"] is None else f"exit code {failed['exit_code']}"
+        typer.echo(f"  step {failed['step']} failed ({code}, {failed['attempts']} attempt(s)): "
+                   f"{failed['exec']}")
+        for line in (failed.get("output") or "").rstrip().splitlines()[-10:]:
+            typer.echo(f"    | {line}")
+        typer.echo("  (all its output: cca logs --init INSTANCE)")
+
+
 def describe(kind: str, row: dict[str, Any]) -> None:
     """The detail view: name, key, the joined fields, then the document as YAML."""
     import yaml
@@ -153,6 +175,12 @@ def describe(kind: str, row: dict[str, Any]) -> None:
     for field, value in row.items():
         if field == "volumes":
             _volumes(value)
+        elif field == "init":
+            _init(value)
+        elif field == "labels":
+            typer.echo(f"{'Labels:':<18}{_pairs(value) or '-'}")
+        elif isinstance(value, list) and all(isinstance(v, str) for v in value):
+            typer.echo(f"{field.capitalize() + ':':<18}{', '.join(value) or '-'}")
         elif field not in ("key", "name", "tenant", "value") and not isinstance(value, dict):
             label = field.replace("_", " ").capitalize() + ":"
             typer.echo(f"{label:<18}{value if value is not None else '-'}")

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -179,11 +180,23 @@ def describe(kind: Annotated[str, typer.Argument(help="Kind of the object.")],
 def watch(prefix: Annotated[str, typer.Argument(help="Key prefix, e.g. desired/service/ or derived/.")] = "",
           from_revision: Annotated[int, typer.Option("--from-revision", help="Resume after this revision.")
                                    ] = 0,
+          output: Annotated[str, typer.Option("--output", "-o", help="table (revision, operation, key, "
+                                              "document) or json (one object per line).")] = "table",
           context: ContextOpt = None, server: ServerOpt = None, token: TokenOpt = None) -> None:
-    """Stream changes under a prefix (Ctrl-C stops; resume with --from-revision)."""
+    """Stream changes under a prefix with their documents (Ctrl-C stops; resume with --from-revision)."""
+    import json
+
+    if output not in ("table", "json"):
+        raise typer.BadParameter(f"{output!r}: expected table or json", param_hint="--output")
     with client(context, server, token) as api:
         for event in api.watch(prefix, from_revision):
-            typer.echo(f"{event['revision']:>8}  {event['kind']:<6}  {event['key']}")
+            if output == "json":
+                typer.echo(json.dumps({"revision": event["revision"], "operation": event["kind"],
+                                       "key": event["key"], "value": event["value"]}, sort_keys=True))
+            else:
+                doc = "" if event["value"] is None else "  " + json.dumps(event["value"], sort_keys=True)
+                typer.echo(f"{event['revision']:>8}  {event['kind']:<6}  {event['key']}{doc}")
+            sys.stdout.flush()
 
 
 @reports_errors

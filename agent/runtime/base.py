@@ -98,7 +98,9 @@ class ContainerSpec:
 
     @property
     def hostname(self) -> str:
-        return self.name.rsplit("/", 1)[-1]
+        """The instance's name (also for its init steps, named `tenant/instance/init-<i>`)."""
+        parts = self.name.split("/")
+        return parts[1] if len(parts) > 1 else parts[0]
 
 
 #: created: prepared, never started; starting: started, not up yet (sim); exited: stopped or crashed.
@@ -192,6 +194,18 @@ class Runtime(abc.ABC):
         if not folder.exists():
             raise ContainerNotFound(f"container {name} does not exist")
         return folder / "log"
+
+    def init_log_path(self, name: str, create: bool = False) -> Path:
+        """The file the output of instance `name`'s init steps is kept in (`cca logs --init`);
+        it outlives the steps' containers. Without `create` it must exist."""
+        if self.container_dirs is None:
+            raise ContainerError(f"the {self.kind} runtime keeps no init logs")
+        path = self.container_dirs.parent / "init-logs" / f"{container_id(name)}.log"
+        if create:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        elif not path.exists():
+            raise ContainerNotFound(f"instance {name} has run no init steps on this node")
+        return path
 
     def log_paths(self) -> list[Path] | None:
         """Every container's log file (for the time index), or None when the runtime keeps none."""

@@ -42,6 +42,7 @@ _KIND_WORDS = {kind: kind for kind in OBJECT_CAPABILITY_KIND} | {
     **{f"{kind}s": kind for kind in OBJECT_CAPABILITY_KIND if kind not in {"lp", "policy"}},
     "policies": "policy",
 }
+KIND_WORDS = frozenset(_KIND_WORDS)
 
 
 class UnknownKind(CcaError, ValueError):
@@ -71,8 +72,12 @@ def object_kind(word: str) -> str:
     """The object kind a user means by `word` (`services`, `workload`, `gate`…)."""
     kind = _KIND_WORDS.get(word.strip().lower())
     if kind is None:
+        import difflib
+
         known = ", ".join(sorted(k for k in OBJECT_CAPABILITY_KIND if k != "lp"))
-        raise UnknownKind(f"unknown kind {word!r}; expected one of {known}")
+        close = difflib.get_close_matches(word.strip().lower(), sorted(KIND_WORDS), n=1, cutoff=0.6)
+        hint = f"did you mean {close[0]!r}? " if close else ""
+        raise UnknownKind(f"unknown kind {word!r}; {hint}expected one of {known}")
     return kind
 
 

@@ -78,6 +78,9 @@ class ClusterService(WorkloadCalls):
         if method == "Exec":
             return f"exec in {request.tenant + '/' if request.tenant else ''}{request.instance}: " + \
                 " ".join(request.command)
+        if method == "Scale":
+            tenant = request.tenant + "/" if request.tenant else ""
+            return f"scale {tenant}{request.service} to {request.instances}"
         if method == "MetricSet":
             return f"metric {request.name} of {request.service}"
         if method not in _AUDITED:

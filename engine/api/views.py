@@ -27,8 +27,16 @@ def view_kind(word: str) -> str:
         return _ALIASES.get(word, word)
     try:
         return object_kind(word)
-    except CcaError as exc:
-        raise BadRequest(f"{exc}; or one of {', '.join(VIEW_KINDS)}") from None
+    except CcaError:
+        import difflib
+
+        from ccattler.engine.admission.capabilities import KIND_WORDS
+
+        words = sorted({*VIEW_KINDS, *_ALIASES, *KIND_WORDS})
+        close = difflib.get_close_matches(word, words, n=1, cutoff=0.6)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        known = ", ".join(sorted({*VIEW_KINDS, *(k for k in KIND_WORDS if k.endswith("s") and k != "lps")}))
+        raise BadRequest(f"unknown kind {word!r}{hint} (kinds: {known})") from None
 
 
 def _tenant_prefix(base: str, tenant: str | None) -> str:
@@ -90,7 +98,7 @@ def instances(store: Store, tenant: str | None) -> list[dict[str, Any]]:
                      "restarts": seen.get("restarts", 0), "ready": seen.get("ready", False),
                      "health": seen.get("health"),
                      "reason": seen.get("reason"), "unplaced": placement.get("reasons") or None,
-                     "volumes": seen.get("volumes") or [],
+                     "volumes": seen.get("volumes") or [], "init": seen.get("init"),
                      "created_revision": fact.create_revision})
     return rows
 
@@ -109,8 +117,14 @@ def nodes(store: Store) -> list[dict[str, Any]]:
         fact = seen.get(name)
         value = fact.value if fact else {}
         cond = (condition.get(name) or {}).get("condition") or ("ready" if fact else "unknown")
+        mine = declared.get(name) or {}
         rows.append({"key": f"observed/node/{name}", "name": name, "tenant": None, "value": value,
                      "declared": declared.get(name), "condition": cond, "instances": placed.get(name, 0),
+                     # as placement sees them (engine/placement/model.py): declared over the agent's
+                     "zone": mine.get("zone") or value.get("zone"),
+                     "labels": {**(value.get("labels") or {}), **(mine.get("labels") or {})},
+                     "restrictions": sorted(set(value.get("restrictions") or ())
+                                            | set(mine.get("restrictions") or ())),
                      "created_revision": fact.create_revision if fact else None})
     return rows
 

@@ -1,4 +1,5 @@
-"""The workload calls of ccattler.v1.Cluster, mixed into `ClusterService`: `Logs` and `Exec`
+"""The workload calls of ccattler.v1.Cluster, mixed into `ClusterService`: `Scale` (`cca scale`),
+`Logs` and `Exec`
 (through the agents' tunnels), `Top` (usage the agents observe), `MetricSet` (`cca metric set`) and
 `NodeInspect` (a node runtime's own view, asked through its tunnel)."""
 
@@ -39,6 +40,25 @@ class WorkloadCalls:
         for service in sorted({t.service for t in targets}):
             self._allow(call, "service.logs", service)
         yield from workloads.stream_logs(self.tunnels, targets, request, call.context.is_active)
+
+    def Scale(self, request: api_pb2.ScaleRequest, call: Call) -> api_pb2.Json:
+        from dataclasses import asdict
+
+        from ccattler.engine.admission.scale import scale_service
+
+        if not request.service:
+            raise BadRequest("scale needs a service name")
+        assert call.principal is not None
+        result = scale_service(self.store, call.principal, request.service, request.instances,
+                               tenant=_tenant(request), dry_run=request.dry_run)
+        return api_pb2.Json(json=json.dumps(asdict(result), default=str))
+
+    def WhoAmI(self, request: api_pb2.Empty, call: Call) -> api_pb2.Json:
+        """Who the server takes the caller for (`cca whoami`, `cca login`'s check): any caller may ask."""
+        assert call.principal is not None
+        p = call.principal
+        return api_pb2.Json(json=json.dumps({"name": p.name, "kind": p.kind, "team": p.team,
+                                             "groups": list(p.groups)}))
 
     def Exec(self, requests: Iterator[api_pb2.ExecInput], call: Call) -> Iterator[api_pb2.ExecOutput]:
         first = next(requests, None)

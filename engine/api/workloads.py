@@ -78,7 +78,8 @@ def stream_logs(hub: TunnelHub, targets: list[Target], request: api_pb2.LogsRequ
             try:
                 sessions.append(hub.open(target.node, "logs", {
                     "instance": target.key, "follow": request.follow, "tail": request.tail,
-                    "since_seconds": request.since_seconds, "since_time": request.since_time},
+                    "since_seconds": request.since_seconds, "since_time": request.since_time,
+                    "init": request.init},
                     target.key, output))
             except CcaError as exc:
                 yield api_pb2.LogChunk(instance=target.key, data=f"[cca] {exc}\n".encode())

@@ -166,7 +166,7 @@ class Token(_message.Message):
     def __init__(self, token: _Optional[str] = ..., id: _Optional[str] = ..., expires: _Optional[float] = ...) -> None: ...
 
 class LogsRequest(_message.Message):
-    __slots__ = ("target", "tenant", "follow", "tail", "tags", "since_seconds", "since_time")
+    __slots__ = ("target", "tenant", "follow", "tail", "tags", "since_seconds", "since_time", "init")
     class TagsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -181,6 +181,7 @@ class LogsRequest(_message.Message):
     TAGS_FIELD_NUMBER: _ClassVar[int]
     SINCE_SECONDS_FIELD_NUMBER: _ClassVar[int]
     SINCE_TIME_FIELD_NUMBER: _ClassVar[int]
+    INIT_FIELD_NUMBER: _ClassVar[int]
     target: str
     tenant: str
     follow: bool
@@ -188,7 +189,20 @@ class LogsRequest(_message.Message):
     tags: _containers.ScalarMap[str, str]
     since_seconds: float
     since_time: float
-    def __init__(self, target: _Optional[str] = ..., tenant: _Optional[str] = ..., follow: _Optional[bool] = ..., tail: _Optional[int] = ..., tags: _Optional[_Mapping[str, str]] = ..., since_seconds: _Optional[float] = ..., since_time: _Optional[float] = ...) -> None: ...
+    init: bool
+    def __init__(self, target: _Optional[str] = ..., tenant: _Optional[str] = ..., follow: _Optional[bool] = ..., tail: _Optional[int] = ..., tags: _Optional[_Mapping[str, str]] = ..., since_seconds: _Optional[float] = ..., since_time: _Optional[float] = ..., init: _Optional[bool] = ...) -> None: ...
+
+class ScaleRequest(_message.Message):
+    __slots__ = ("service", "tenant", "instances", "dry_run")
+    SERVICE_FIELD_NUMBER: _ClassVar[int]
+    TENANT_FIELD_NUMBER: _ClassVar[int]
+    INSTANCES_FIELD_NUMBER: _ClassVar[int]
+    DRY_RUN_FIELD_NUMBER: _ClassVar[int]
+    service: str
+    tenant: str
+    instances: int
+    dry_run: bool
+    def __init__(self, service: _Optional[str] = ..., tenant: _Optional[str] = ..., instances: _Optional[int] = ..., dry_run: _Optional[bool] = ...) -> None: ...
 
 class LogChunk(_message.Message):
     __slots__ = ("instance", "data")

@@ -159,6 +159,16 @@ class ClusterStub:
                 request_serializer=ccattler_dot_v1_dot_api__pb2.LogsRequest.SerializeToString,
                 response_deserializer=ccattler_dot_v1_dot_api__pb2.LogChunk.FromString,
                 _registered_method=True)
+        self.Scale = channel.unary_unary(
+                '/ccattler.v1.Cluster/Scale',
+                request_serializer=ccattler_dot_v1_dot_api__pb2.ScaleRequest.SerializeToString,
+                response_deserializer=ccattler_dot_v1_dot_api__pb2.Json.FromString,
+                _registered_method=True)
+        self.WhoAmI = channel.unary_unary(
+                '/ccattler.v1.Cluster/WhoAmI',
+                request_serializer=ccattler_dot_v1_dot_api__pb2.Empty.SerializeToString,
+                response_deserializer=ccattler_dot_v1_dot_api__pb2.Json.FromString,
+                _registered_method=True)
         self.Exec = channel.stream_stream(
                 '/ccattler.v1.Cluster/Exec',
                 request_serializer=ccattler_dot_v1_dot_api__pb2.ExecInput.SerializeToString,
@@ -339,6 +349,19 @@ class ClusterServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Scale(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def WhoAmI(self, request, context):
+        """`cca whoami`: the caller as the server authenticated it.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def Exec(self, request_iterator, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -499,6 +522,16 @@ def add_ClusterServicer_to_server(servicer, server):
                     servicer.Logs,
                     request_deserializer=ccattler_dot_v1_dot_api__pb2.LogsRequest.FromString,
                     response_serializer=ccattler_dot_v1_dot_api__pb2.LogChunk.SerializeToString,
+            ),
+            'Scale': grpc.unary_unary_rpc_method_handler(
+                    servicer.Scale,
+                    request_deserializer=ccattler_dot_v1_dot_api__pb2.ScaleRequest.FromString,
+                    response_serializer=ccattler_dot_v1_dot_api__pb2.Json.SerializeToString,
+            ),
+            'WhoAmI': grpc.unary_unary_rpc_method_handler(
+                    servicer.WhoAmI,
+                    request_deserializer=ccattler_dot_v1_dot_api__pb2.Empty.FromString,
+                    response_serializer=ccattler_dot_v1_dot_api__pb2.Json.SerializeToString,
             ),
             'Exec': grpc.stream_stream_rpc_method_handler(
                     servicer.Exec,
@@ -1201,6 +1234,60 @@ class Cluster:
             '/ccattler.v1.Cluster/Logs',
             ccattler_dot_v1_dot_api__pb2.LogsRequest.SerializeToString,
             ccattler_dot_v1_dot_api__pb2.LogChunk.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Scale(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ccattler.v1.Cluster/Scale',
+            ccattler_dot_v1_dot_api__pb2.ScaleRequest.SerializeToString,
+            ccattler_dot_v1_dot_api__pb2.Json.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def WhoAmI(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ccattler.v1.Cluster/WhoAmI',
+            ccattler_dot_v1_dot_api__pb2.Empty.SerializeToString,
+            ccattler_dot_v1_dot_api__pb2.Json.FromString,
             options,
             channel_credentials,
             insecure,
