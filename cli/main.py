@@ -17,7 +17,7 @@ from ccattler.engine.facts import CcaError
 
 #: Command group modules under ccattler.cli, in help order.
 COMMAND_MODULES: tuple[str, ...] = (
-    "image", "init", "server", "resources", "secret", "token", "user", "policy", "audit", "lang",
+    "image", "init", "server", "runner", "resources", "secret", "token", "user", "policy", "audit", "lang",
     "plan", "logic", "context", "agent", "up", "logs", "exec", "benchmark", "top", "autoscale",
 )
 
