@@ -109,3 +109,79 @@ def processes(tmp_path):
         yield procs
     finally:
         procs.stop_all()
+
+
+class HaCluster:
+    """`cca init` for two API servers on the etcd cluster, then servers/runners/agents on demand."""
+
+    def __init__(self, home: Path, etcd: Etcd3, procs: Processes) -> None:
+        from ccattler.engine.clientconfig import free_port_pair
+
+        self.home, self.etcd, self.procs = home, etcd, procs
+        self.env = {"CCA_HOME": str(home)}
+        self.ports = [free_port_pair(), free_port_pair()]
+        while self.ports[1] in (self.ports[0], self.ports[0] + 1, self.ports[0] - 1):
+            self.ports[1] = free_port_pair()
+        self.servers = [f"127.0.0.1:{port}" for port in self.ports]
+        result = subprocess.run([CCA, "init", "--server", ",".join(self.servers), "--etcd", etcd.url],
+                                env=os.environ | self.env, capture_output=True, text=True)
+        assert result.returncode == 0, result.stderr
+
+    def server(self, index: int) -> subprocess.Popen:
+        args = ["server", "--listen", self.servers[index], "--metrics", "off", "--controllers", "off"]
+        return self.procs.start(f"server{index}", args, self.env)
+
+    def runner(self, name: str, ttl: float = 2.0) -> subprocess.Popen:
+        return self.procs.start(name, ["runner", "--identity", name, "--leader-ttl", str(ttl)], self.env)
+
+    def client(self, server: str | None = None):
+        from ccattler.engine.api.client import Client
+        from ccattler.engine.clientconfig import load_config
+
+        ctx = load_config(self.home).context(None)
+        if server:
+            from dataclasses import replace
+
+            from ccattler.engine.clientconfig import token_address
+
+            ctx = replace(ctx, server=server, token_server=token_address(server))
+        return Client(ctx, timeout=10)
+
+    def wait_serving(self, server: str) -> None:
+        from ccattler.engine.facts import CcaError
+
+        def answers() -> bool:
+            try:
+                with self.client(server) as api:
+                    api.get("nodes")
+                return True
+            except CcaError:
+                return False
+
+        from tests.chaos.util import wait_for
+
+        wait_for(answers, f"the API server on {server}", 30, 0.2)
+
+    def join_sim_nodes(self, count: int) -> subprocess.Popen:
+        """Join sim-1…sim-N (node certificates in this home) and run them in one `cca agent`."""
+        from ccattler.cli.localcluster import join_nodes
+        from ccattler.engine.clientconfig import load_config
+
+        names = tuple(f"sim-{i}" for i in range(1, count + 1))
+        old = os.environ.get("CCA_HOME")
+        os.environ["CCA_HOME"] = str(self.home)
+        try:
+            join_nodes(load_config(self.home).context(None), names)
+        finally:
+            if old is None:
+                del os.environ["CCA_HOME"]
+            else:
+                os.environ["CCA_HOME"] = old
+        args = ["agent", "--runtime", "sim", "--sim-nodes", str(count), "--ttl", "3", "--tick", "0.5",
+                "--state-dir", str(self.home / "state")]
+        return self.procs.start("agent", args, self.env)
+
+
+@pytest.fixture
+def ha_cluster(tmp_path, etcd3, processes):
+    return HaCluster(tmp_path / "home", etcd3, processes)
