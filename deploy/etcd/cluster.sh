@@ -65,7 +65,13 @@ write_confs() {
 
 conf_value() { sed -n "s/^$2=//p" "$dir/$1.conf"; }
 
-running() { [ -f "$dir/$1.pid" ] && kill -0 "$(cat "$dir/$1.pid")" 2>/dev/null; }
+# Alive and not a zombie (a killed member is reaped only when its parent, often init, gets to it).
+running() {
+    local pid
+    [ -f "$dir/$1.pid" ] || return 1
+    pid=$(cat "$dir/$1.pid")
+    kill -0 "$pid" 2>/dev/null && [ "$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)" != Z ]
+}
 
 start_member() {
     local name=$1
@@ -80,7 +86,7 @@ stop_member() {
     running "$name" || { rm -f "$dir/$name.pid"; return; }
     pid=$(cat "$dir/$name.pid")
     kill "$pid"
-    for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    for _ in $(seq 100); do running "$name" || break; sleep 0.1; done
     kill -9 "$pid" 2>/dev/null || true
     rm -f "$dir/$name.pid"
 }

@@ -89,15 +89,19 @@ class Processes:
         return (self.directory / f"{name}.log").read_text(errors="replace")
 
     def stop_all(self) -> None:
-        for child in self.children.values():
-            if child.poll() is None:
-                try:
-                    os.kill(child.pid, signal.SIGCONT)  # a stopped child cannot handle SIGTERM
-                    child.terminate()
-                    child.wait(10)
-                except (subprocess.TimeoutExpired, ProcessLookupError):
-                    child.kill()
-                    child.wait()
+        live = [child for child in self.children.values() if child.poll() is None]
+        for child in live:
+            try:
+                os.kill(child.pid, signal.SIGCONT)  # a stopped child cannot handle SIGTERM
+                child.terminate()
+            except ProcessLookupError:
+                pass
+        for child in live:
+            try:
+                child.wait(10)
+            except subprocess.TimeoutExpired:
+                child.kill()
+                child.wait()
         for log in self._logs:
             log.close()
 

@@ -8,24 +8,13 @@ import signal
 
 import pytest
 
-from ccattler.dsl import Source
 from ccattler.engine.facts import CcaError
 from ccattler.engine.store import open_store
-from tests.chaos.util import wait_for
+from tests.chaos.util import running, service, wait_for
 
 pytestmark = pytest.mark.chaos
 
 NODES = 6
-
-
-def service(name: str, count: int) -> Source:
-    return Source(f"{name}.cca", f"service {name} {{\n  image busybox\n  instances {count}\n"
-                                 "  resources { cpu 10m  memory 16Mi }\n}\n")
-
-
-def running(api, name: str) -> list[dict]:
-    return [i for i in api.get("instances", all_tenants=True)["items"]
-            if i["service"] == f"default/{name}" and i["state"] == "running"]
 
 
 def node_leases(store) -> dict[str, int]:

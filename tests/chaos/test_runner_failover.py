@@ -15,8 +15,7 @@ import pytest
 
 from ccattler.engine.runner.leader import LEADER_KEY
 from ccattler.engine.store import Compare, open_store
-from tests.chaos.test_api_server_loss import running, service
-from tests.chaos.util import wait_for
+from tests.chaos.util import running, service, wait_for
 
 pytestmark = pytest.mark.chaos
 
