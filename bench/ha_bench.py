@@ -35,11 +35,11 @@ CCA = str(Path(sys.executable).parent / "cca")
 TICK = os.sysconf("SC_CLK_TCK")
 
 
-def until(predicate, what: str, timeout: float = 120.0, step: float = 0.02):  # noqa: ANN001
+def until(predicate, what: str, timeout: float = 120.0, step: float = 0.02, detail=None):  # noqa: ANN001
     deadline = time.monotonic() + timeout
     while not (value := predicate()):
         if time.monotonic() > deadline:
-            raise SystemExit(f"timed out waiting for {what}")
+            raise SystemExit(f"timed out waiting for {what.format(detail() if detail else '')}")
         time.sleep(step)
     return value
 
@@ -228,7 +228,8 @@ def bench_server(nodes: int, rounds: int) -> None:
                     killed = time.monotonic()
                     bench.kill(f"server{current}")
                     until(lambda other=other: watch_streams(bench.metrics[other]) == nodes,
-                          "every agent on the other server", 120, 0.02)
+                          f"every agent on the other server (last count: {{}})",
+                          120, 0.02, lambda other=other: watch_streams(bench.metrics[other]))
                     times.append(time.monotonic() - killed)
                     print(f"round {n + 1}: all {nodes} agents watching on server{other} {times[-1]:.2f} s "
                           "after kill -9")
