@@ -228,7 +228,7 @@ def bench_server(nodes: int, rounds: int) -> None:
                     killed = time.monotonic()
                     bench.kill(f"server{current}")
                     until(lambda other=other: watch_streams(bench.metrics[other]) == nodes,
-                          f"every agent on the other server (last count: {{}})",
+                          "every agent on the other server (last count: {})",
                           120, 0.02, lambda other=other: watch_streams(bench.metrics[other]))
                     times.append(time.monotonic() - killed)
                     print(f"round {n + 1}: all {nodes} agents watching on server{other} {times[-1]:.2f} s "
