@@ -3,7 +3,7 @@
 processes) — apply generated services through the real apply path and measure convergence, node
 failure, scale-up and the idle cluster, each figure printed beside its target.
 
-    .venv/bin/python bench/cluster_bench.py [--nodes 50 --instances 1000] [--store sqlite|etcd]
+    .venv/bin/python bench/cluster_bench.py [--nodes 50 --instances 1000] [--store sqlite|etcd|etcd3]
         [--runs 3] [--ttl 10] [--kill 1] [--json]
 
 (also `cca benchmark cluster …`). Times are taken by a watch of the whole state through the API
@@ -55,6 +55,11 @@ class Cluster:
             from ccattler.engine.store.etcd_process import EtcdProcess
 
             self._etcd = EtcdProcess().start()  # its own temporary data directory
+            url = self._etcd.url
+        elif store == "etcd3":
+            from ccattler.engine.store.etcd_process import EtcdCluster
+
+            self._etcd = EtcdCluster(3).start()  # three members on loopback, one data dir each
             url = self._etcd.url
         else:
             url = f"sqlite://{root}/state.db"
@@ -281,7 +286,8 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--nodes", type=int, default=50)
     p.add_argument("--instances", type=int, default=1000)
-    p.add_argument("--store", choices=("sqlite", "etcd"), default="sqlite")
+    p.add_argument("--store", choices=("sqlite", "etcd", "etcd3"), default="sqlite",
+                   help="etcd3: a 3-member etcd cluster on loopback")
     p.add_argument("--runs", type=int, default=1)
     p.add_argument("--ttl", type=float, default=10.0, help="node lease TTL (seconds)")
     p.add_argument("--kill", type=int, default=1, help="nodes to kill (0: skip the failure part)")

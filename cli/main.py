@@ -17,9 +17,9 @@ from ccattler.engine.facts import CcaError
 
 #: Command group modules under ccattler.cli, in help order.
 COMMAND_MODULES: tuple[str, ...] = (
-    "image", "init", "server", "resources", "secret", "token", "user", "policy", "audit", "lang",
-    "plan", "logic", "context", "login", "agent", "up", "logs", "exec", "scale", "benchmark", "top",
-    "autoscale",
+    "image", "init", "server", "runner", "resources", "secret", "token", "user", "policy", "audit",
+    "lang", "plan", "logic", "context", "login", "agent", "up", "logs", "exec", "scale", "benchmark",
+    "top", "autoscale",
 )
 
 app = typer.Typer(

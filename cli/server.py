@@ -1,5 +1,6 @@
-"""`cca server`: the API server (mutual-TLS and bearer-token listeners, metrics) and a runner
-candidate running the default controllers, over one store."""
+"""`cca server`: the API server (mutual-TLS and bearer-token listeners, metrics) over one store,
+and (unless `--controllers off`) a runner candidate running the default controllers in the same
+process; `cca runner` runs them in a process of their own."""
 
 from __future__ import annotations
 
@@ -16,7 +17,8 @@ from ccattler.cli._common import reports_errors
 
 @reports_errors
 def server(
-    store: Annotated[str, typer.Option("--store", help="sqlite:///abs/path.db or etcd://host:port[,…]")],
+    store: Annotated[str | None, typer.Option("--store", help="sqlite:///abs/path.db or etcd://host:port[,…] "
+                                                              "(default: the context's).")] = None,
     listen: Annotated[str | None, typer.Option("--listen", help="Mutual-TLS address (default: the "
                                                                 "context's server).")] = None,
     token_listen: Annotated[str | None, typer.Option("--token-listen", help="Bearer-token address "
@@ -28,6 +30,12 @@ def server(
                                                            "context's).")] = None,
     runner: Annotated[bool, typer.Option("--runner/--no-runner", help="Run the controllers "
                                                                      "(leader-elected).")] = True,
+    controllers: Annotated[str | None, typer.Option("--controllers", help="on: run a runner candidate "
+                                                                          "here (as --runner); off: "
+                                                                          "API only (run `cca runner`).")
+                           ] = None,
+    leader_ttl: Annotated[float, typer.Option("--leader-ttl", min=1.0, help="The runner's leader lease "
+                                                                            "seconds.")] = 10.0,
     rate: Annotated[float, typer.Option("--rate", help="Requests per second per caller.")] = 50.0,
     max_message: Annotated[int, typer.Option("--max-message-bytes", help="Largest request.")] = 4 << 20,
     cluster_cidr: Annotated[str | None, typer.Option("--cluster-cidr", help="Node subnets and instance "
@@ -41,7 +49,7 @@ def server(
     time_zone: Annotated[str, typer.Option("--time-zone", help="The cluster's time zone (autoscaling "
                                                                "schedule windows).")] = "UTC",
 ) -> None:
-    """Serve the API over TLS only (no plaintext port) and run the controllers."""
+    """Serve the API over TLS only (no plaintext port) and run the controllers (unless --controllers off)."""
     from ccattler.engine.api.server import ApiServer, ServerOptions
     from ccattler.engine.clientconfig import load_config
     from ccattler.engine.facts import CcaError
@@ -49,26 +57,30 @@ def server(
     from ccattler.engine.store import open_store
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    ctx = None if pki and listen else load_config().context(context)
+    from ccattler.cli.runner import start_runner, store_url
+    from ccattler.engine.clientconfig import server_list
+
+    if controllers not in (None, "on", "off"):
+        raise typer.BadParameter(f"{controllers!r}: expected on or off", param_hint="--controllers")
+    runner = runner if controllers is None else controllers == "on"
+    ctx = None if pki and listen and store else load_config().context(context)
     root = pki or (Path(ctx.cluster) if ctx and ctx.cluster else None)
     if root is None:
         raise CcaError("no cluster PKI for this context (run `cca init`, or pass --pki DIR)")
-    options = ServerOptions(listen=listen or ctx.server, token_listen=token_listen,  # type: ignore[union-attr]
+    # With several servers in the context, the first is this one unless --listen says otherwise.
+    listen = listen or server_list(ctx.server)[0]  # type: ignore[union-attr]
+    options = ServerOptions(listen=listen, token_listen=token_listen,
                             metrics_listen=None if metrics == "off" else metrics, rate=rate,
                             burst=max(1, int(rate * 2)), max_message_bytes=max_message, workers=workers)
-    opened = open_store(store)
+    opened = open_store(store_url(store, context))
     api = ApiServer(opened, ClusterFiles(root), options).start()
     loop = None
     if runner:
-        from ccattler.cli.autoscale import check_time_zone
-        from ccattler.engine.controllers.registry import ControllerConfig, default_controllers
-        from ccattler.engine.runner import Runner, RunnerCollector
+        from ccattler.engine.runner import RunnerCollector
 
-        cidrs = {k: v for k, v in (("cluster_cidr", cluster_cidr), ("service_cidr", service_cidr)) if v}
-        config = ControllerConfig(time_zone=check_time_zone(time_zone), **cidrs)
-        loop = Runner(opened, default_controllers(config))
+        loop = start_runner(opened, cluster_cidr=cluster_cidr, service_cidr=service_cidr,
+                            time_zone=time_zone, leader_ttl=leader_ttl)
         api.metrics.registry.register(RunnerCollector(loop))  # controller counters on /metrics
-        loop.start()
     typer.echo(f"serving mutual TLS on {api.listen}, bearer tokens on {api.token_listen}"
                + (f", metrics on http://{api.metrics_listen}/metrics" if options.metrics_listen else "")
                + (", runner candidate" if runner else ""), err=True)

@@ -30,9 +30,16 @@ def cca_home() -> Path:
 
 
 def token_address(server: str) -> str:
-    """The bearer-token listener beside a mutual-TLS address: the next port."""
+    """The bearer-token listener beside a mutual-TLS address: the next port (of each, for a list)."""
+    if "," in server:
+        return ",".join(token_address(one) for one in server_list(server))
     host, _, port = server.rpartition(":")
     return f"{host}:{int(port) + 1}" if port.isdigit() else server
+
+
+def server_list(servers: str) -> list[str]:
+    """`a:1,b:2` → ["a:1", "b:2"]: the API servers of one cluster, tried in this order."""
+    return [one.strip() for one in servers.split(",") if one.strip()]
 
 
 def free_port_pair(host: str = "127.0.0.1") -> int:
@@ -65,6 +72,8 @@ class Context:
     token: str | None = None
     #: The cluster's own PKI directory, on the machine that ran `cca init` (used by `cca server`).
     cluster: str | None = None
+    #: The control plane's store URL (`cca init --etcd`), the default of `cca server`/`cca runner`.
+    store: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         doc = asdict(self)

@@ -26,6 +26,8 @@ MAX_SECRET_BATCH = 1000
 
 #: Slice documents handed on as JSON text, decoded when read (the cluster-wide routing data).
 LAZY_PREFIXES = ("derived/endpoint/", "derived/vip/", "derived/dns/")
+#: Seconds between heartbeat attempts while the API server is unreachable (failing over).
+RETRY_PAUSE = 0.2
 
 
 class Heartbeat:
@@ -48,11 +50,23 @@ class Heartbeat:
 
     def _run(self) -> None:
         request = api_pb2.HeartbeatRequest(lease=self.lease)
+        last_ok = time.monotonic()
         try:
             while True:
                 sent = time.monotonic()
-                for reply in self._client.stream(self._client.agent, "Heartbeat", iter([request])):
-                    self.revision = reply.revision
+                try:
+                    for reply in self._client.stream(self._client.agent, "Heartbeat", iter([request])):
+                        self.revision = reply.revision
+                    last_ok = time.monotonic()
+                except ApiError as exc:
+                    # The server went away (another of the context's servers takes over): the lease
+                    # lives in the store, so beat it through the next one while it can still be
+                    # saved (two intervals of its three), instead of registering a new lease.
+                    if not exc.retriable or time.monotonic() - last_ok > 2 * self.interval:
+                        raise
+                    if self._stop.wait(RETRY_PAUSE):
+                        return
+                    continue
                 # Beat at a fixed rate: a slow reply must not push the next beat out by its delay.
                 if self._stop.wait(max(0.0, sent + self.interval - time.monotonic())):
                     return

@@ -1,6 +1,11 @@
 """The client library the CLI and agents use: opens a TLS channel from a `Context` (mutual TLS with
 a client certificate, or a bearer token over server-verified TLS) and turns gRPC failures into
-`ApiError`s that say which address and which certificate failed."""
+`ApiError`s that say which address and which certificate failed.
+
+A context may name several API servers (`a:7443,b:7443`, all serving one cluster on one etcd):
+the channel then holds every address (gRPC's pick_first) and moves to the next one that answers
+when its server goes away; streams broken by that end with UNAVAILABLE and their callers resume
+them from the last revision they saw (agent/loop.py), so no full re-list follows a server's loss."""
 
 from __future__ import annotations
 
@@ -15,7 +20,7 @@ import grpc
 from ccattler.engine.api.errors import RETRIABLE_CODES
 from ccattler.engine.api.gen.ccattler.v1 import api_pb2, api_pb2_grpc
 from ccattler.engine.api.sources import to_wire
-from ccattler.engine.clientconfig import Context, token_address
+from ccattler.engine.clientconfig import Context, server_list, token_address
 from ccattler.engine.facts import CcaError
 from ccattler.engine.pki import PkiError, load_cert
 
@@ -53,6 +58,39 @@ def _check_cert(path: str, pem: bytes) -> None:
         raise CcaError(f"client certificate {path} expired at {cert.not_valid_after_utc:%Y-%m-%d %H:%M} UTC")
 
 
+def channel_target(address: str) -> tuple[str, str | None]:
+    """(gRPC target, TLS name) for one `host:port` or a list `a:p,b:p`: a list becomes one
+    `ipv4:`/`ipv6:` target of every address (names resolved now), verified as the first host."""
+    servers = server_list(address)
+    if len(servers) <= 1:
+        return address, None
+    import ipaddress
+    import socket
+
+    from ccattler.engine.pki import split_address
+
+    resolved: list[str] = []
+    families = set()
+    for server in servers:
+        host, port = split_address(server)
+        try:
+            ip = ipaddress.ip_address(host)
+            ips = [ip]
+        except ValueError:
+            try:
+                ips = [ipaddress.ip_address(info[4][0]) for info in socket.getaddrinfo(
+                    host, port, type=socket.SOCK_STREAM)]
+            except OSError as exc:
+                raise CcaError(f"API server {server!r}: cannot resolve {host}: {exc}") from None
+        for one in ips[:1]:
+            families.add(one.version)
+            resolved.append(f"[{one}]:{port}" if one.version == 6 else f"{one}:{port}")
+    if len(families) > 1:
+        raise CcaError(f"API servers {address!r}: mix IPv4 and IPv6 addresses; give one family")
+    scheme = "ipv6" if families == {6} else "ipv4"
+    return f"{scheme}:{','.join(resolved)}", split_address(servers[0])[0]
+
+
 class Client:
     """A connection to one API server; use as a context manager or call `close()`."""
 
@@ -80,7 +118,10 @@ class Client:
                     credentials, grpc.access_token_call_credentials(context.token))
             else:
                 self.auth = f"TLS without client credentials, CA {context.ca}"
-        self.channel = grpc.secure_channel(self.address, credentials, options=options)
+        target, name = channel_target(self.address)
+        if name:  # several servers: one certificate (one cluster PKI) names them all
+            options += [("grpc.ssl_target_name_override", name), ("grpc.default_authority", name)]
+        self.channel = grpc.secure_channel(target, credentials, options=options)
         self.cluster = api_pb2_grpc.ClusterStub(self.channel)
         self.agent = api_pb2_grpc.AgentStub(self.channel)
 

@@ -68,6 +68,13 @@ class LeaderElection:
             self._thread.join(timeout=max(5.0, self.ttl))
         self._step_down(revoke=True)
 
+    def lost(self) -> None:
+        """The store refused a commit guarded by our fence: another runner leads; step down now
+        (the lease is let go, not revoked: the key is no longer ours to free)."""
+        if self._fence is not None:
+            log.warning("runner %s: fenced out; stepping down", self.identity)
+            self._step_down(revoke=False)
+
     def _run(self) -> None:
         period = self.ttl / 3
         last_ok = time.monotonic()

@@ -226,6 +226,8 @@ class Runner:
                                 self.identity, result.revision)
             if not outcome.conflict:
                 return
+            if self._fenced_out(fence, controller.name, stats):
+                return
             if attempt + 1 >= RELIST_AFTER_CONFLICTS:
                 try:
                     self._cache.relist(controller.reads)
@@ -235,6 +237,22 @@ class Runner:
         log.warning("runner %s: controller %s still conflicting after %d attempts; will retry",
                     self.identity, controller.name, MAX_ATTEMPTS)
         self._defer(controller, backoff(MAX_ATTEMPTS, cap=2.0))
+
+    def _fenced_out(self, fence: Any, controller: str, stats: ControllerStats) -> bool:
+        """After a refused commit: True if the refusal was the leader fence (another runner leads
+        now, e.g. this one was paused past its lease); then step down instead of retrying."""
+        try:
+            held = self.store.get(fence.key)
+        except StoreError:
+            return False
+        if held is not None and held.mod_revision == fence.mod_revision:
+            return False  # still ours: an ordinary conflict on the controller's own keys
+        stats.fenced += 1
+        log.warning("runner %s: commit of %s refused by the leader fence (lease taken at revision %d, "
+                    "leader key now %s); this runner no longer leads", self.identity, controller,
+                    fence.mod_revision, f"at revision {held.mod_revision}" if held else "absent")
+        self.leader.lost()
+        return True
 
     def _defer(self, controller: Controller, delay: float) -> None:
         """Run `controller` again after `delay` seconds, without holding up the others."""

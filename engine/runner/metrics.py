@@ -17,6 +17,7 @@ _FIELDS = {
     "commits": ("cca_controller_commits", "Transactions committed", "counter"),
     "committed_ops": ("cca_controller_committed_ops", "Puts and deletes committed", "counter"),
     "conflicts": ("cca_controller_conflicts", "Commits refused by a guard (then retried)", "counter"),
+    "fenced": ("cca_controller_fenced", "Commits refused because leadership was lost (fencing)", "counter"),
     "dropped_writes": ("cca_controller_dropped_writes", "Writes outside the controller's domain, dropped",
                        "counter"),
     "noop_writes": ("cca_controller_noop_writes", "Writes that would change nothing, skipped", "counter"),

@@ -13,6 +13,7 @@ class ControllerStats:
     commits: int = 0  # successful transactions
     committed_ops: int = 0  # puts and deletes written
     conflicts: int = 0  # commits refused by a guard (then retried)
+    fenced: int = 0  # commits refused because leadership was lost (the leader key moved on)
     dropped_writes: int = 0  # keys outside the controller's write domain
     noop_writes: int = 0  # puts of the stored value, deletes of absent keys
     errors: int = 0  # reconcile or commit raised

@@ -64,7 +64,10 @@ class OwnerLock:
             os.close(self._fd)
             raise StoreUnavailable(
                 f"SQLite store {db_path} is owned by another live process (pid {owner}); "
-                "only one process may open it — reach it through that process's API"
+                "only one process may open it — reach it through that process's API. SQLite is the "
+                "single-server embedded store (API and controllers in one `cca server`); for several "
+                "API servers or a separate `cca runner`, use etcd (deploy/etcd/cluster.sh, "
+                "cca init --etcd)"
             ) from None
         os.ftruncate(self._fd, 0)
         os.pwrite(self._fd, str(os.getpid()).encode(), 0)
