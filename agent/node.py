@@ -116,8 +116,8 @@ def _host_address() -> str:
 def cleanup_node(state_dir: Path, kind: str = "runc", bridge: str = "cca0",
                  runc_root: Path | None = None) -> None:
     """Remove every container, namespace, veth, the bridge and the NAT table a node left in
-    `state_dir`, without the agent that made them (`cca down` after a crash), and unmount volume
-    images. Images and volume data stay."""
+    `state_dir`, without the agent that made them (`cca down` after a crash), stop its gates'
+    HAProxy, and unmount volume images. Images and volume data stay."""
     runtime = make_runtime(kind, state_dir, ImageStore(state_dir), runc_root)
     names = [status.name for status in runtime.list()]
     runtime.stop_many(names, timeout=1.0)
@@ -132,6 +132,9 @@ def cleanup_node(state_dir: Path, kind: str = "runc", bridge: str = "cca0",
         network.close()
     if runtime.isolated_network:
         Overlay(device_name(bridge), "0.0.0.0").remove()
+    from ccattler.agent.gates.manager import cleanup_gates
+
+    cleanup_gates(state_dir)
 
 
 class NodeCore:
@@ -154,6 +157,8 @@ class NodeCore:
         self.secret_batch_source: BatchSecretSource | None = None
         #: Usage sampling (every 10 s; published on meaningful change or every 60 s).
         self.telemetry = Telemetry(runtime)
+        #: The node's HAProxy for gates (agent/gates/), made on the first apply that needs one.
+        self.gates: Any = None
         if not runtime.isolated_network:
             self.reconciler = self._reconciler(None)
 
@@ -178,6 +183,7 @@ class NodeCore:
         for spec in desired.values():
             observed[spec.observed_key]["usage"] = self.telemetry.usage(spec.key)
         self._volumes(facts, desired, observed)
+        self._sync_gates(facts)
         return observed
 
     def _volumes(self, facts: Mapping[str, Any], desired: Mapping[str, InstanceSpec],
@@ -209,6 +215,20 @@ class NodeCore:
             self.network.close()
         if self.overlay is not None and remove:
             self.overlay.remove()
+        if self.gates is not None and remove:
+            self.gates.stop()
+
+    def _sync_gates(self, facts: Mapping[str, Any]) -> None:
+        """The node's HAProxy follows the gates and their backends (agent/gates/); a node without
+        a state dir or an own network (process/sim runtimes: no instance addresses) has none.
+        Failures are logged inside and retried on the next apply."""
+        if self.state_dir is None or not self.runtime.isolated_network:
+            return
+        if self.gates is None:
+            from ccattler.agent.gates.manager import Gates
+
+            self.gates = Gates(self.node, self.state_dir)
+        self.gates.sync(facts)
 
     def _sync_overlay(self, facts: Mapping[str, Any], subnet: str) -> None:
         """Peers' entries follow the slice; a failure is logged and retried on the next apply
