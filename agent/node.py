@@ -116,9 +116,9 @@ def _host_address() -> str:
 def cleanup_node(state_dir: Path, kind: str = "runc", bridge: str = "cca0",
                  runc_root: Path | None = None) -> list[str]:
     """Remove every container, namespace, veth, the bridge and the NAT table a node left in
-    `state_dir`, without the agent that made them (`cca down` after a crash), and unmount volume
-    images. Images and volume data stay. Every step is tried even when an earlier one fails;
-    returns what could not be removed (empty: everything went)."""
+    `state_dir`, without the agent that made them (`cca down` after a crash), stop its gates'
+    HAProxy, and unmount volume images. Images and volume data stay. Every step is tried even when
+    an earlier one fails; returns what could not be removed (empty: everything went)."""
     problems: list[str] = []
 
     def attempt(what: str, step: Callable[[], object]) -> None:
@@ -141,6 +141,9 @@ def cleanup_node(state_dir: Path, kind: str = "runc", bridge: str = "cca0",
             attempt("node network", network.teardown)
             network.close()
         attempt("overlay device", Overlay(device_name(bridge), "0.0.0.0").remove)
+    from ccattler.agent.gates.manager import cleanup_gates
+
+    attempt("gates (HAProxy)", lambda: cleanup_gates(state_dir))
     return problems
 
 
@@ -164,6 +167,8 @@ class NodeCore:
         self.secret_batch_source: BatchSecretSource | None = None
         #: Usage sampling (every 10 s; published on meaningful change or every 60 s).
         self.telemetry = Telemetry(runtime)
+        #: The node's HAProxy for gates (agent/gates/), made on the first apply that needs one.
+        self.gates: Any = None
         if not runtime.isolated_network:
             self.reconciler = self._reconciler(None)
 
@@ -188,6 +193,7 @@ class NodeCore:
         for spec in desired.values():
             observed[spec.observed_key]["usage"] = self.telemetry.usage(spec.key)
         self._volumes(facts, desired, observed)
+        self._sync_gates(facts)
         return observed
 
     def _volumes(self, facts: Mapping[str, Any], desired: Mapping[str, InstanceSpec],
@@ -219,6 +225,20 @@ class NodeCore:
             self.network.close()
         if self.overlay is not None and remove:
             self.overlay.remove()
+        if self.gates is not None and remove:
+            self.gates.stop()
+
+    def _sync_gates(self, facts: Mapping[str, Any]) -> None:
+        """The node's HAProxy follows the gates and their backends (agent/gates/); a node without
+        a state dir or an own network (process/sim runtimes: no instance addresses) has none.
+        Failures are logged inside and retried on the next apply."""
+        if self.state_dir is None or not self.runtime.isolated_network:
+            return
+        if self.gates is None:
+            from ccattler.agent.gates.manager import Gates
+
+            self.gates = Gates(self.node, self.state_dir)
+        self.gates.sync(facts)
 
     def _sync_overlay(self, facts: Mapping[str, Any], subnet: str) -> None:
         """Peers' entries follow the slice; a failure is logged and retried on the next apply
