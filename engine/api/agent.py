@@ -16,6 +16,7 @@ from ccattler.engine.api.calls import Call
 from ccattler.engine.api.connections import connection_files
 from ccattler.engine.api.errors import BadRequest, Conflict, Forbidden, NotFound
 from ccattler.engine.api.gen.ccattler.v1 import api_pb2
+from ccattler.engine.api.requests import load_object
 from ccattler.engine.api.slice import SliceHub, batch_message
 from ccattler.engine.api.tunnel import TunnelHub
 from ccattler.engine.auth import redeem_join_token
@@ -30,12 +31,7 @@ _TTL_RANGE = (3.0, 300.0)
 
 
 def _json_object(text: str, what: str) -> dict[str, Any]:
-    try:
-        value = json.loads(text)
-    except ValueError as exc:
-        raise BadRequest(f"{what} is not JSON: {exc}") from None
-    if not isinstance(value, dict):
-        raise BadRequest(f"{what} must be a JSON object")
+    value = load_object(text, what)
     check_value(value)
     return value
 

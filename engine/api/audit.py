@@ -14,6 +14,11 @@ from typing import Any
 from ccattler.engine.store import Store
 
 DEFAULT_KEEP = 100_000
+#: Characters of a record's object and reason: longer ones are summarised, never dropped.
+MAX_OBJECT_CHARS = 2_000
+MAX_REASON_CHARS = 2_000
+#: File names a record lists before it summarises the rest as a count.
+_FILES_SHOWN = 20
 #: Deletes per transaction when pruning (under etcd's default limit of 128 operations).
 _PRUNE_BATCH = 100
 
@@ -56,6 +61,20 @@ class AuditLog:
         for start in range(0, len(old), _PRUNE_BATCH):
             self.store.txn((), (), old[start:start + _PRUNE_BATCH])
         return len(old)
+
+
+def summarise_files(paths: list[str]) -> str:
+    """`files a, b, …` with at most `_FILES_SHOWN` names, then `(+N more, M in all)`."""
+    shown = ", ".join(p[:200] for p in paths[:_FILES_SHOWN])
+    rest = len(paths) - _FILES_SHOWN
+    return f"files {shown}" + (f" (+{rest} more, {len(paths)} in all)" if rest > 0 else "")
+
+
+def bounded(text: str, limit: int) -> str:
+    """`text` cut to `limit` characters, saying how much was cut."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}… ({len(text) - limit} more characters)"
 
 
 def recent(store: Store, limit: int) -> list[dict[str, Any]]:

@@ -20,6 +20,7 @@ from ccattler.engine.api.errors import BadRequest, RateLimited, Unauthenticated,
 from ccattler.engine.api.gen.ccattler.v1 import api_pb2
 from ccattler.engine.api.limits import RateLimiter
 from ccattler.engine.api.metrics import ApiMetrics
+from ccattler.engine.api.requests import check_request
 
 log = logging.getLogger("ccattler.api")
 
@@ -54,6 +55,7 @@ def _parse(cls: type, raw: bytes) -> Any:
         message.ParseFromString(raw)
     except DecodeError as exc:
         raise BadRequest(f"malformed {cls.__name__} message: {exc}") from None
+    check_request(message)
     return message
 
 

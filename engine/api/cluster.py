@@ -22,6 +22,7 @@ from ccattler.engine.api.workload_calls import WorkloadCalls
 from ccattler.engine.auth import (
     DEFAULT_JOIN_TTL,
     DEFAULT_USER_TTL,
+    MAX_TTL,
     create_token,
     create_user,
     delete_user,
@@ -86,14 +87,17 @@ class ClusterService(WorkloadCalls):
         if method not in _AUDITED:
             return None
         if method in ("Apply", "Delete") and len(getattr(request, "sources", ())) > 0:
-            return "files " + ", ".join(s.path for s in request.sources)
+            return audit.summarise_files([s.path for s in request.sources])
+        if method == "Apply":
+            return "no files"
         if method == "Delete":
             return f"{request.kind} {request.name}"
         if method == "TokenCreate":
             return "join token"
         if method == "TokenRevoke":
             return f"token {request.id}"
-        noun = next(n for n in ("Policy", "Secret", "User") if method.startswith(n)).lower()
+        noun = method.removeprefix("Policy").removeprefix("Secret").removeprefix("User")
+        noun = method[:len(method) - len(noun)].lower() or method.lower()
         tenant = getattr(request, "tenant", "")
         return f"{noun} {tenant + '/' if tenant and '/' not in request.name else ''}{request.name}"
 
@@ -296,7 +300,7 @@ class ClusterService(WorkloadCalls):
 
     def TokenCreate(self, request: api_pb2.TokenRequest, call: Call) -> api_pb2.Token:
         self._allow(call, "node.create")
-        token, record = create_token(self.store, "join", request.ttl_seconds or DEFAULT_JOIN_TTL,
+        token, record = create_token(self.store, "join", _ttl(request.ttl_seconds, DEFAULT_JOIN_TTL),
                                      by=_who(call.principal))
         return api_pb2.Token(token=token, id=record.id, expires=record.expires)
 
@@ -331,13 +335,21 @@ class ClusterService(WorkloadCalls):
             self._allow(call, "cluster.admin")
         if get_user(self.store, request.name) is None:
             raise NotFound(f"user {request.name} does not exist (cca user create {request.name})")
-        token, record = create_token(self.store, "user", request.ttl_seconds or DEFAULT_USER_TTL,
+        token, record = create_token(self.store, "user", _ttl(request.ttl_seconds, DEFAULT_USER_TTL),
                                      user=request.name, by=_who(principal))
         return api_pb2.Token(token=token, id=record.id, expires=record.expires)
 
     def Audit(self, request: api_pb2.AuditRequest, call: Call) -> api_pb2.Json:
         self._allow(call, "audit.read")
         return _json({"items": audit.recent(self.store, request.limit or 100)})
+
+
+def _ttl(asked: float, default: float) -> float:
+    """A token lifetime: 0 means the default; otherwise at least a second, at most `MAX_TTL`."""
+    ttl = asked or default
+    if not 1.0 <= ttl <= MAX_TTL:
+        raise BadRequest(f"ttl_seconds {asked:g} is out of range: 1 second to {int(MAX_TTL // 86400)} days")
+    return ttl
 
 
 def _scope(tenant: str | None) -> str | None:

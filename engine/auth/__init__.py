@@ -3,6 +3,7 @@
 from ccattler.engine.auth.tokens import (
     DEFAULT_JOIN_TTL,
     DEFAULT_USER_TTL,
+    MAX_TTL,
     TokenError,
     TokenRecord,
     check_token,
@@ -16,6 +17,7 @@ from ccattler.engine.auth.users import User, UserError, create_user, delete_user
 __all__ = [
     "DEFAULT_JOIN_TTL",
     "DEFAULT_USER_TTL",
+    "MAX_TTL",
     "TokenError",
     "TokenRecord",
     "User",

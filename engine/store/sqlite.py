@@ -28,6 +28,7 @@ from ccattler.engine.store.group_commit import GroupCommit
 from ccattler.engine.store.ops import MAX_TXN_BYTES, MAX_TXN_OPS, TxnOps, decode, prefix_end, prepare_txn
 from ccattler.engine.store.queue_watch import QueueWatch
 from ccattler.engine.store.sqlite_changes import change_event, decode_changes, encode_changes, previous_fact
+from ccattler.engine.store.sqlite_files import make_private
 from ccattler.engine.store.sqlite_leases import LeaseTable
 from ccattler.engine.store.sqlite_schema import OwnerLock, connect, connect_reader
 
@@ -65,6 +66,8 @@ class SqliteStore(Store):
         self._history = history
         self._max_ops = max_txn_ops
         self._max_bytes = max_txn_bytes
+        if path is not None:
+            make_private(path)  # before SQLite creates its WAL with the umask's mode
         self._owner = OwnerLock(path) if path is not None else None
         try:
             self._conn = connect(path)
