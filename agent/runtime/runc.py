@@ -284,9 +284,15 @@ class RuncRuntime(Runtime):
         return mounts
 
     def cgroup(self, cid: str) -> str:
-        """The container's cgroup path (relative): the runc root's hash keeps two runtimes on one
-        host (tests, several agents) from sharing a cgroup for containers of the same name."""
-        return f"{self.cgroup_parent}/{self._root_token}-{cid}"
+        """The container's cgroup path (relative): below this runtime's own node cgroup, so two
+        runtimes on one host (tests, several agents) never share a cgroup for containers of the
+        same name, and the eBPF data plane attaches once for every container of this node."""
+        return f"{self.node_cgroup}/{cid}"
+
+    @property
+    def node_cgroup(self) -> str:
+        """The cgroup (relative to a hierarchy's root) holding every container of this runtime."""
+        return f"{self.cgroup_parent}/{self._root_token}"
 
     # -- internals -----------------------------------------------------------------------------
     def _image(self, name: str) -> Image:
