@@ -94,14 +94,14 @@ def _cgroup_memory_limit() -> int | None:
 def node_document(*, capacity: Mapping[str, int] | None = None,
                   labels: Mapping[str, str] | None = None, zone: str | None = None,
                   restrictions: tuple[str, ...] = (), address: str | None = None,
-                  architecture: str | None = None) -> dict[str, Any]:
+                  architecture: str | None = None, dataplane: str | None = None) -> dict[str, Any]:
     """The `observed/node/<node>` document (docs/facts.md) an agent registers with."""
     from ccattler.agent.images.platform import host_platform
 
     return {"capacity": dict(capacity or machine_capacity()), "labels": dict(labels or {}),
             "zone": zone, "architecture": architecture or host_platform()[1],
             "restrictions": list(restrictions),
-            "address": address or _host_address()}
+            "address": address or _host_address(), "dataplane": dataplane}
 
 
 def _host_address() -> str:

@@ -52,6 +52,7 @@ COLUMNS: dict[str, tuple[list[Column], list[Column]]] = {
          ("memory", lambda r: _mib((r["value"].get("capacity") or {}).get("memory"))),
          ("zone", lambda r: r["value"].get("zone"))],
         [("address", lambda r: r["value"].get("address")),
+         ("dataplane", lambda r: r["value"].get("dataplane")),
          ("labels", lambda r: _pairs(r["value"].get("labels")))],
     ),
     "secrets": (

@@ -36,6 +36,27 @@ def check_kind(kind: str) -> str:
     return kind
 
 
+def resolve_kind(kind: str, cgroup: str | None) -> str:
+    """`auto` → `ebpf` when this host can load the BPF object and the node has a cgroup of its own
+    (the runc runtime's), else `nftables`; other kinds as they are. What the node document reports."""
+    check_kind(kind)
+    if kind not in ("auto", "ebpf"):
+        return kind
+    from ccattler.bpf import loader
+
+    if kind == "ebpf":
+        why = loader.supported() if cgroup and cgroup.strip("/") else "no node cgroup (runc runtime only)"
+        if why is not None:
+            raise DataPlaneUnavailable(f"--dataplane ebpf cannot run here: {why}")
+        return kind
+
+    why = loader.supported() if cgroup and cgroup.strip("/") else "no node cgroup (runc runtime only)"
+    if why is not None:
+        log.info("data plane auto: nftables (%s)", why)
+        return "nftables"
+    return "ebpf"
+
+
 def make_dataplane(kind: str, node: str, *, bridge: str, gateway: str | None = None,
                    node_addresses: tuple[str, ...] = (), state_dir: Path | None = None,
                    cgroup: str | None = None) -> DataPlane:
