@@ -20,7 +20,7 @@ from typing import Any
 
 from ccattler.agent.dataplane.base import DataPlane, DataPlaneState
 from ccattler.agent.dataplane.factory import check_kind, ebpf_pin_name, make_dataplane
-from ccattler.agent.dataplane.state import dataplane_state
+from ccattler.agent.dataplane.state import dataplane_state, service_range
 from ccattler.agent.desired import InstanceSpec, declared_volumes, desired_instances, node_subnet
 from ccattler.agent.images.store import ImageStore
 from ccattler.agent.net.node import NodeNetwork
@@ -303,8 +303,7 @@ class NodeCore:
                               cgroup=getattr(self.runtime, "node_cgroup", None))
 
     def _route_services(self, facts: Mapping[str, Any]) -> None:
-        cidr = next((doc.get("range") for key, doc in facts.items() if key.startswith("derived/vip/")
-                     and isinstance(doc, Mapping) and doc.get("range")), None)
+        cidr = service_range(facts)
         if cidr and cidr != self._service_route:
             subprocess.run(["ip", "route", "replace", str(cidr), "dev", self.bridge], check=True,
                            capture_output=True, text=True)

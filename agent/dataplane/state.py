@@ -47,13 +47,29 @@ def _backends(doc: Any, port: int) -> tuple[Backend, ...]:
     return tuple(sorted(found))
 
 
+def keys_under(facts: Mapping[str, Any], prefix: str) -> list[str]:
+    """The slice's keys under `prefix`, sorted — those still held as JSON text too (agent
+    `SliceFacts.raw`: shared documents are decoded only when read, and iteration skips them)."""
+    raw = getattr(facts, "raw", {})
+    return sorted({k for k in facts if k.startswith(prefix)} | {k for k in raw if k.startswith(prefix)})
+
+
+def service_range(facts: Mapping[str, Any]) -> str | None:
+    """The service CIDR the VIPs come from (every VIP document carries it), or None without VIPs."""
+    for key in keys_under(facts, VIPS):
+        doc = facts.get(key)
+        if isinstance(doc, Mapping) and isinstance(doc.get("range"), str):
+            return doc["range"]
+    return None
+
+
 def dataplane_state(facts: Mapping[str, Any], node: str) -> DataPlaneState:
     """What `node`'s kernel should enforce, from its slice `facts` (key → document). Malformed
     documents contribute nothing rather than failing the whole node."""
     services: dict[Frontend, tuple[Backend, ...]] = {}
     external: dict[Frontend, tuple[Backend, ...]] = {}
-    for key in sorted(k for k in facts if k.startswith(VIPS)):
-        vip = facts[key]
+    for key in keys_under(facts, VIPS):
+        vip = facts.get(key)
         if not isinstance(vip, Mapping):
             continue
         ip = _address(vip.get("ip"))

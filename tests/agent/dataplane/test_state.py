@@ -59,3 +59,18 @@ def test_this_nodes_firewall_document_becomes_identities_and_policies() -> None:
     assert state.identities == {"t/a": frozenset({"10.88.0.2"}), "t/b": frozenset({"10.88.0.3", "10.88.1.3"})}
     assert state.policies == {"t/b": PolicyIngress("t/b", frozenset({"10.88.0.3"}),
                                                    frozenset({("t/a", 80, "tcp")}))}
+
+
+def test_documents_still_held_as_json_text_are_read_too() -> None:
+    import json
+
+    from ccattler.agent.slice_state import SliceFacts
+
+    facts = SliceFacts()
+    facts.put_raw("derived/vip/t/w", json.dumps(_vip("10.96.0.2", {"port": 80}) | {"range": "10.96.0.0/16"}))
+    facts.put_raw("derived/endpoint/t/w", json.dumps(_eps(("w-0", "n", "10.88.0.9"))))
+    state = dataplane_state(facts, "n")
+    assert [b.ip for b in state.services[Frontend("10.96.0.2", 80, "tcp")]] == ["10.88.0.9"]
+    from ccattler.agent.dataplane.state import service_range
+
+    assert service_range(facts) == "10.96.0.0/16"
