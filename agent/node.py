@@ -12,10 +12,15 @@ import logging
 import os
 import shutil
 import socket
+import subprocess
+import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from ccattler.agent.dataplane.base import DataPlane, DataPlaneState
+from ccattler.agent.dataplane.factory import check_kind, ebpf_pin_name, make_dataplane
+from ccattler.agent.dataplane.state import dataplane_state, service_range
 from ccattler.agent.desired import InstanceSpec, declared_volumes, desired_instances, node_subnet
 from ccattler.agent.images.store import ImageStore
 from ccattler.agent.net.node import NodeNetwork
@@ -89,14 +94,14 @@ def _cgroup_memory_limit() -> int | None:
 def node_document(*, capacity: Mapping[str, int] | None = None,
                   labels: Mapping[str, str] | None = None, zone: str | None = None,
                   restrictions: tuple[str, ...] = (), address: str | None = None,
-                  architecture: str | None = None) -> dict[str, Any]:
+                  architecture: str | None = None, dataplane: str | None = None) -> dict[str, Any]:
     """The `observed/node/<node>` document (docs/facts.md) an agent registers with."""
     from ccattler.agent.images.platform import host_platform
 
     return {"capacity": dict(capacity or machine_capacity()), "labels": dict(labels or {}),
             "zone": zone, "architecture": architecture or host_platform()[1],
             "restrictions": list(restrictions),
-            "address": address or _host_address()}
+            "address": address or _host_address(), "dataplane": dataplane}
 
 
 def _host_address() -> str:
@@ -141,9 +146,37 @@ def cleanup_node(state_dir: Path, kind: str = "runc", bridge: str = "cca0",
             attempt("node network", network.teardown)
             network.close()
         attempt("overlay device", Overlay(device_name(bridge), "0.0.0.0").remove)
+        problems.extend(remove_dataplanes(bridge, getattr(runtime, "node_cgroup", None)))
     from ccattler.agent.gates.manager import cleanup_gates
 
     attempt("gates (HAProxy)", lambda: cleanup_gates(state_dir))
+    return problems
+
+
+def remove_dataplanes(bridge: str, cgroup: str | None) -> list[str]:
+    """The nftables tables and (when pinned) the eBPF programs and maps a node's data plane made,
+    without the agent that made them; the node cgroup goes too once its containers are gone.
+    Returns what could not be removed."""
+    from ccattler.agent.dataplane.nftables import NftablesDataPlane
+
+    problems: list[str] = []
+    try:
+        NftablesDataPlane(bridge).teardown()
+    except CcaError as exc:
+        problems.append(f"nftables data plane: {exc}")
+    if not cgroup:
+        return problems
+    from ccattler.bpf import loader
+
+    try:
+        programs = loader.NodePrograms(ebpf_pin_name(cgroup), cgroup)
+    except loader.LoadError:
+        return problems  # no cgroup v2 here: nothing was attached
+    problems.extend(f"eBPF data plane: {problem}" for problem in programs.teardown())
+    try:
+        programs.cgroup.rmdir()
+    except OSError:
+        pass  # not there, or still holds a container
     return problems
 
 
@@ -152,8 +185,18 @@ class NodeCore:
 
     def __init__(self, node: str, runtime: Runtime, *, state_dir: Path | None = None,
                  bridge: str = "cca0", backoff: Backoff = Backoff(), stop_timeout: float = 5.0,
-                 no_masquerade: tuple[str, ...] = (), overlay: Overlay | None = None):
+                 no_masquerade: tuple[str, ...] = (), overlay: Overlay | None = None,
+                 dataplane: str = "nftables", node_addresses: tuple[str, ...] = ()):
         self.node, self.runtime, self.bridge = node, runtime, bridge
+        #: Which data plane programs VIPs and policy (`make_dataplane`); made with the node network.
+        self.dataplane_kind = check_kind(dataplane)
+        self.dataplane: DataPlane | None = None
+        self.node_addresses = node_addresses
+        self._dataplane_lock = threading.Lock()  # apply (loop) vs admit (reconciler workers)
+        self._dataplane_wanted: DataPlaneState | None = None   # built from the last slice
+        self._dataplane_applied: DataPlaneState | None = None  # what the plane last took
+        self._service_route: str | None = None
+        self._dataplane_error: str | None = None
         #: The VXLAN overlay to the other nodes (isolated runtimes only); None: single node.
         self.overlay = overlay
         self.state_dir = state_dir
@@ -186,6 +229,7 @@ class NodeCore:
                         for spec in desired.values()}
             self._ensure_network(subnet)
             self._sync_overlay(facts, subnet)
+            self._sync_dataplane(facts)
         assert self.reconciler is not None
         observed = self.reconciler.reconcile(desired)
         self.telemetry.sample(spec.key for spec in desired.values()
@@ -227,6 +271,8 @@ class NodeCore:
             self.overlay.remove()
         if self.gates is not None and remove:
             self.gates.stop()
+        if self.dataplane is not None and remove:
+            self.dataplane.teardown()
 
     def _sync_gates(self, facts: Mapping[str, Any]) -> None:
         """The node's HAProxy follows the gates and their backends (agent/gates/); a node without
@@ -257,6 +303,56 @@ class NodeCore:
         except CcaError as exc:
             log.warning("overlay: %s", exc)
 
+    def _sync_dataplane(self, facts: Mapping[str, Any]) -> None:
+        """VIPs, external ports and policy follow the slice: the plane is applied only when the
+        state built from the slice changed; a failure is logged and retried on the next apply (the
+        agent and its containers carry on). The service range is routed into the bridge so
+        node-originated connections to VIPs reach the DNAT."""
+        wanted = dataplane_state(facts, self.node)
+        self._dataplane_wanted = wanted
+        try:
+            if self.dataplane is None:
+                self.dataplane = self._make_dataplane()
+                log.info("data plane: %s", self.dataplane.name)
+            self._route_services(facts)
+            if wanted != self._dataplane_applied:
+                with self._dataplane_lock:
+                    self._dataplane_applied = None  # until it succeeds: admissions wait (fail closed)
+                    self.dataplane.apply(wanted)
+                    self._dataplane_applied = wanted
+        except Exception as exc:  # noqa: BLE001 (nft, bpf() and ip fail in many ways: never crash)
+            if str(exc) != self._dataplane_error:  # once per distinct failure, not every second
+                log.warning("data plane %s: %s (retried on every apply)", self.dataplane_kind, exc)
+            self._dataplane_error = str(exc)
+        else:
+            self._dataplane_error = None
+
+    def _make_dataplane(self) -> DataPlane:
+        assert self.network is not None
+        return make_dataplane(self.dataplane_kind, self.node, bridge=self.bridge,
+                              gateway=self.network.gateway, node_addresses=self.node_addresses,
+                              state_dir=self.state_dir,
+                              cgroup=getattr(self.runtime, "node_cgroup", None))
+
+    def _route_services(self, facts: Mapping[str, Any]) -> None:
+        cidr = service_range(facts)
+        if cidr and cidr != self._service_route:
+            subprocess.run(["ip", "route", "replace", str(cidr), "dev", self.bridge], check=True,
+                           capture_output=True, text=True)
+            self._service_route = cidr
+
+    def _admit(self, spec: InstanceSpec) -> None:
+        """Fail closed (the reconciler calls this before it starts a process): an instance of a
+        policed identity starts only once its address is under that policy in the kernel."""
+        identity = spec.service  # "tenant/service": the identity policy names
+        wanted = self._dataplane_wanted
+        if wanted is None or identity not in wanted.policies or spec.ip is None:
+            return  # an open identity: nothing to wait for
+        with self._dataplane_lock:
+            if self.dataplane is None or self._dataplane_applied != wanted:
+                raise CcaError(f"network policy of {identity} is not in the kernel yet (fail closed)")
+            self.dataplane.admit(identity, spec.ip)
+
     def _ensure_network(self, subnet: str) -> None:
         if self.network is not None and str(self.network.subnet) == subnet:
             return
@@ -276,7 +372,7 @@ class NodeCore:
         workers = 1 if self.runtime.kind == "sim" else 8  # sim operations are instant: no threads
         return Reconciler(self.node, self.runtime, network, backoff=self.backoff,
                           stop_timeout=self.stop_timeout, workers=workers, secrets=self._fetch_secrets,
-                          secrets_many=self._fetch_secrets_many)
+                          secrets_many=self._fetch_secrets_many, admit=self._admit)
 
     def _fetch_secrets(self, instance: str) -> list[tuple[str, bytes, str]]:
         if self.secret_source is None:

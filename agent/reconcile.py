@@ -79,7 +79,8 @@ class Reconciler:
                  backoff: Backoff = Backoff(), stop_timeout: float = 5.0, workers: int = 8,
                  gc_interval: float = 60.0, clock: Callable[[], float] = time.monotonic,
                  secrets: SecretSource | None = None, secret_refresh: float = 15.0,
-                 secrets_many: BatchSecretSource | None = None):
+                 secrets_many: BatchSecretSource | None = None,
+                 admit: Callable[[InstanceSpec], None] | None = None):
         if runtime.isolated_network and network is None:
             raise CcaError(f"the {runtime.kind} runtime needs the node network (NodeNetwork)")
         self.node, self.runtime, self.network = node, runtime, network
@@ -87,6 +88,9 @@ class Reconciler:
         self.gc_interval = gc_interval
         self.secrets, self.secret_refresh = secrets, secret_refresh
         self.secrets_many = secrets_many  # the refresh tick's one call for all (else one per instance)
+        #: Called before a process starts (network policy in the kernel first: fail closed); a
+        #: CcaError is a failed start, retried with backoff.
+        self.admit = admit
         self._records: dict[str, _Record] = {}
         # workers=1 runs everything inline: sim nodes (hundreds per process) need no threads.
         self._pool = ThreadPoolExecutor(workers, thread_name_prefix="cca-reconcile") if workers > 1 else None
@@ -227,6 +231,8 @@ class Reconciler:
                     return
                 assert self.network is not None
                 netns = self.network.attach(spec.key, spec.ip).netns_path
+            if self.admit is not None:
+                self.admit(spec)
             if not self._init_passed(spec, record, lambda: spec.container(netns, self._secret_files(spec))):
                 return
             self.runtime.create(spec.container(netns, self._secret_files(spec)))

@@ -146,7 +146,8 @@ def simulated_nodes(file: Path | None, count: int | None) -> dict[str, dict[str,
 
 
 def _core(name: str, kind: str, state_dir: Path, bridge: str, runc_root: Path | None,
-          overlay: tuple[str, int, int] | None = None, cluster_cidr: str | None = None) -> Any:
+          overlay: tuple[str, int, int] | None = None, cluster_cidr: str | None = None,
+          dataplane: str = "nftables") -> Any:
     """`overlay`: (underlay address, VNI, UDP port) of this node's VXLAN device, for isolated runtimes."""
     from ccattler.agent.images.store import ImageStore
     from ccattler.agent.net.overlay import Overlay, device_name
@@ -159,7 +160,8 @@ def _core(name: str, kind: str, state_dir: Path, bridge: str, runc_root: Path | 
         vxlan = Overlay(device_name(bridge), local, vni=vni, port=port)
     # container subnets reach each other unNATed: the receiver sees the sender's own address
     return NodeCore(name, runtime, state_dir=state_dir, bridge=bridge, overlay=vxlan,
-                    no_masquerade=(cluster_cidr,) if cluster_cidr else ())
+                    no_masquerade=(cluster_cidr,) if cluster_cidr else (), dataplane=dataplane,
+                    node_addresses=(overlay[0],) if overlay else ())
 
 
 @reports_errors
@@ -205,6 +207,10 @@ def agent(
     cluster_cidr: Annotated[str, typer.Option("--cluster-cidr", help="Instance addresses cluster-wide "
                                                                      "(not masqueraded between nodes).")
                             ] = "10.88.0.0/16",
+    dataplane: Annotated[str, typer.Option("--dataplane", help="What programs service VIPs and network "
+                                                               "policy: nftables, ebpf (socket LB and "
+                                                               "policy in BPF maps) or auto (ebpf where "
+                                                               "it loads).")] = "nftables",
     cleanup: Annotated[bool, typer.Option("--cleanup", help="Remove every container and the node network "
                                                             "of this state dir, then exit (agent stopped).")
                        ] = False,
@@ -213,6 +219,7 @@ def agent(
                                                         "then exit.")] = False,
 ) -> None:
     """Run a node agent until SIGTERM/SIGINT (its containers keep running after it stops)."""
+    from ccattler.agent.dataplane.factory import DATAPLANES
     from ccattler.agent.node import RUNTIMES, default_runtime_kind, node_document
     from ccattler.agent.paths import default_state_dir
 
@@ -231,6 +238,9 @@ def agent(
     if action not in (None, "debug"):
         raise typer.BadParameter(f"{action!r}: the only action is `debug` (or run the agent without one)",
                                  param_hint="ACTION")
+    if dataplane not in DATAPLANES:
+        raise typer.BadParameter(f"{dataplane!r} is not one of {', '.join(DATAPLANES)}",
+                                 param_hint="--dataplane")
     state = (state_dir or default_state_dir()).resolve()
     if debug or action == "debug":
         import json
@@ -255,8 +265,9 @@ def agent(
         documents = simulated_nodes(simulate, nodes)
     else:
         capacity = SIM_CAPACITY if kind == "sim" else None
+        plane = _resolved_dataplane(dataplane, kind, state, runc_root)
         documents = {"": node_document(capacity=capacity, labels=_labels(label), zone=zone,
-                                       restrictions=tuple(restrict or ()))}
+                                       restrictions=tuple(restrict or ()), dataplane=plane)}
     if token and len(documents) > 1:
         raise CcaError("--token joins one node; join simulated nodes first (`cca up --simulate` does)")
     settings = [_settings(name or node_id, doc, server, (token, token_server), ca, context)
@@ -266,7 +277,8 @@ def agent(
         signal.signal(sig, lambda *_: stop.set())
     overlay = (documents[""]["address"], vxlan_vni, vxlan_port) if "" in documents else None
     agents = [NodeAgent(s, _core(s.name, kind, state / s.name if kind == "sim" else state, bridge, runc_root,
-                                 overlay, cluster_cidr), ttl, tick).start() for s in settings]
+                                 overlay, cluster_cidr, s.document.get("dataplane") or "memory"), ttl,
+                                 tick).start() for s in settings]
     typer.echo(f"agent: {len(agents)} node(s) ({', '.join(s.name for s in settings)}), runtime {kind}, "
                f"server {settings[0].context.server}, state {state}", err=True)
     while not stop.wait(RENEW_CHECK_SECONDS):
@@ -279,6 +291,17 @@ def agent(
         one.stop()
     typer.echo("agent stopped; its containers keep running (`cca down` or `cca agent --cleanup` removes them)"
                if kind != "sim" else "agent stopped", err=True)
+
+
+def _resolved_dataplane(kind: str, runtime: str, state: Path, runc_root: Path | None) -> str | None:
+    """The data plane this node will run (`auto` decided here, so the node document says which);
+    None for runtimes without their own network (no VIPs or policy to program)."""
+    if runtime != "runc":
+        return None
+    from ccattler.agent.dataplane.factory import resolve_kind
+    from ccattler.agent.runtime.runc import cgroup_token
+
+    return resolve_kind(kind, f"ccattler/{cgroup_token(runc_root or Path('/run/ccattler/runc'))}")
 
 
 def _settings(node: str | None, document: Mapping[str, Any], server: str | None,

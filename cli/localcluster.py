@@ -35,6 +35,8 @@ class Layout:
     nodes: tuple[str, ...]
     #: `cca up --nodes N`: multinode.Underlay.to_json() (each node's agent is `agent-<node>`).
     underlay: dict | None = None
+    #: `cca up --dataplane`: what every node's agent programs VIPs and policy with.
+    dataplane: str = "nftables"
 
     @staticmethod
     def load(home: Path) -> Layout | None:
@@ -195,7 +197,7 @@ def node_agent_args(layout: Layout, node: str) -> list[str]:
     assert layout.underlay is not None
     return ["agent", "--runtime", layout.runtime, "--state-dir", f"{layout.state_dir}/{node}",
             "--bridge", f"cb{layout.underlay['tag']}{node.rsplit('-', 1)[-1]}",
-            "--runc-root", f"{layout.state_dir}/{node}/runc"]
+            "--runc-root", f"{layout.state_dir}/{node}/runc", "--dataplane", layout.dataplane]
 
 
 def down(home: Path, say: Callable[[str], None]) -> bool:

@@ -58,6 +58,7 @@ COLUMNS: dict[str, tuple[list[Column], list[Column]]] = {
          ("memory", lambda r: _mib((r["value"].get("capacity") or {}).get("memory"))),
          ("zone", lambda r: r.get("zone"))],
         [("address", lambda r: r["value"].get("address")),
+         ("dataplane", lambda r: r["value"].get("dataplane")),
          ("labels", lambda r: _pairs(r.get("labels"))),
          ("restrictions", lambda r: ",".join(r.get("restrictions") or ()))],
     ),

@@ -46,6 +46,9 @@ def up(
                                 ] = None,
     service_cidr: Annotated[str | None, typer.Option(
         "--service-cidr", help="Service virtual IPs (default 10.96.0.0/16).")] = None,
+    dataplane: Annotated[str, typer.Option("--dataplane", help="Every node's data plane for service VIPs "
+                                                               "and network policy: nftables, ebpf or "
+                                                               "auto.")] = "nftables",
     metrics: Annotated[str, typer.Option("--metrics", help="The server's /metrics address, or 'off'.")
                        ] = "127.0.0.1:9443",
     ttl: Annotated[float, typer.Option("--ttl", help="Node lease seconds.")] = 10.0,
@@ -69,6 +72,11 @@ def up(
     if real_nodes and (simulate or nodes):
         raise typer.BadParameter("give --nodes N (real) or --simulate/--sim-nodes, not both")
     sim = bool(simulate or nodes)
+    from ccattler.agent.dataplane.factory import DATAPLANES
+
+    if dataplane not in DATAPLANES[:3]:
+        raise typer.BadParameter(f"{dataplane!r}: expected one of {', '.join(DATAPLANES[:3])}",
+                                 param_hint="--dataplane")
     plan = None
     if real_nodes:
         from ccattler.cli.multinode import Underlay
@@ -97,7 +105,7 @@ def up(
         raise CcaError(f"context {admin.name!r} serves {admin.server}, not the node bridge's {server}: "
                        "give --context NAME for a new cluster")
     layout = lc.Layout(admin.name, kind, str(state), bridge, str(runc_root.resolve()) if runc_root else None,
-                       names, plan.to_json() if plan else None)
+                       names, plan.to_json() if plan else None, dataplane)
     if plan is not None:
         layout.save(home)  # before anything exists, so a failure's `cca down` finds it all
         plan.create()
@@ -160,7 +168,7 @@ def _context(name: str, server: str, config: Any) -> Any:
 
 def _agent_args(layout: Any, simulate: Path | None, nodes: int | None, ttl: float) -> list[str]:
     args = ["agent", "--runtime", layout.runtime, "--state-dir", layout.state_dir, "--bridge", layout.bridge,
-            "--ttl", str(ttl)]
+            "--ttl", str(ttl), "--dataplane", layout.dataplane]
     if layout.runc_root:
         args += ["--runc-root", layout.runc_root]
     if simulate:

@@ -67,5 +67,9 @@ class DataPlane(ABC):
     def programmed(self) -> DataPlaneState:
         """What the kernel enforces now, read back (for `cca node-inspect --dataplane` and repair)."""
 
+    def admit(self, identity: str, ip: str) -> None:  # noqa: B027 (open planes admit everything)
+        """Fail closed: put `ip` under `identity`'s policy (when it has one) before its instance's
+        process starts; the next `apply` carries it anyway, this only closes the gap before it."""
+
     def teardown(self) -> None:  # noqa: B027 (optional: memory has nothing to remove)
         """Remove everything this data plane created (tables, pinned maps, attachments)."""

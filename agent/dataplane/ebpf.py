@@ -72,6 +72,17 @@ class EbpfDataPlane(DataPlane):
         if self.fallback is not None:
             self.fallback.apply(DataPlaneState(services=state.services, external=state.external))
 
+    def admit(self, identity: str, ip: str) -> None:
+        """Fail closed: `ip` maps to `identity` in the ipcache before its instance starts, so the
+        ingress program already polices it (only for identities this node polices)."""
+        if self._policy is None or identity not in self.ids:
+            return
+        _, have_ip, have_policed = self._policy
+        number = self.ids[identity]
+        if number in have_policed and have_ip.get(ip) != number:
+            self.maps["cca_ipcache"].update_many([(maps.ip_key(ip), maps.ipcache_val(number))])
+            have_ip[ip] = number
+
     def repair(self) -> None:
         """Forget what this plane believes it programmed: the next `apply` reads the maps back and
         repairs any drift (a restarted agent starts this way)."""

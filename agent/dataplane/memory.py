@@ -6,6 +6,8 @@ so agent and state-builder tests run without root. The conformance tests
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ccattler.agent.dataplane.base import Backend, DataPlane, DataPlaneState
 
 
@@ -23,6 +25,16 @@ class MemoryDataPlane(DataPlane):
 
     def programmed(self) -> DataPlaneState:
         return self.state
+
+    def admit(self, identity: str, ip: str) -> None:
+        ingress = self.state.policies.get(identity)
+        if ingress is None or ip in ingress.local_ips:
+            return
+        policies = dict(self.state.policies)
+        policies[identity] = replace(ingress, local_ips=ingress.local_ips | {ip})
+        identities = dict(self.state.identities)
+        identities[identity] = identities.get(identity, frozenset()) | {ip}
+        self.state = replace(self.state, policies=policies, identities=identities)
 
     def backends(self, ip: str, port: int, protocol: str = "tcp") -> tuple[Backend, ...] | None:
         """The backends a connection to ip:port/protocol is balanced over; () refuses, None: not a

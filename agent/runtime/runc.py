@@ -87,6 +87,11 @@ def _on_terminal(args: list[str], size: tuple[int, int] | None) -> subprocess.Po
     return process
 
 
+def cgroup_token(runc_root: Path | str) -> str:
+    """A short name for one runc root: its containers' node cgroup is `ccattler/<token>`."""
+    return hashlib.sha256(str(Path(runc_root).resolve()).encode()).hexdigest()[:6]
+
+
 class RuncRuntime(Runtime):
     """Containers run by `runc` with the images of `images`."""
 
@@ -108,7 +113,7 @@ class RuncRuntime(Runtime):
         self.root.mkdir(parents=True, exist_ok=True)
         self.runc = runc
         self.cgroup_parent = cgroup_parent
-        self._root_token = hashlib.sha256(str(self.root.resolve()).encode()).hexdigest()[:6]
+        self._root_token = cgroup_token(self.root)
         self.pull_missing = pull_missing
         self.max_log_bytes = max_log_bytes
         self.reaper = process_reaper()  # this process becomes a child subreaper: exit codes
@@ -284,9 +289,15 @@ class RuncRuntime(Runtime):
         return mounts
 
     def cgroup(self, cid: str) -> str:
-        """The container's cgroup path (relative): the runc root's hash keeps two runtimes on one
-        host (tests, several agents) from sharing a cgroup for containers of the same name."""
-        return f"{self.cgroup_parent}/{self._root_token}-{cid}"
+        """The container's cgroup path (relative): below this runtime's own node cgroup, so two
+        runtimes on one host (tests, several agents) never share a cgroup for containers of the
+        same name, and the eBPF data plane attaches once for every container of this node."""
+        return f"{self.node_cgroup}/{cid}"
+
+    @property
+    def node_cgroup(self) -> str:
+        """The cgroup (relative to a hierarchy's root) holding every container of this runtime."""
+        return f"{self.cgroup_parent}/{self._root_token}"
 
     # -- internals -----------------------------------------------------------------------------
     def _image(self, name: str) -> Image:

@@ -147,7 +147,14 @@ class Nodes:
 
 
 @pytest.fixture
-def three_nodes(root, shell: Shell, busybox_state: Path, tmp_path: Path, port: int) -> Iterator[Nodes]:
+def dataplane() -> str:
+    """The data plane `three_nodes` starts its agents with (parametrize `dataplane` to change it)."""
+    return "nftables"
+
+
+@pytest.fixture
+def three_nodes(root, shell: Shell, busybox_state: Path, tmp_path: Path, port: int,
+                dataplane: str) -> Iterator[Nodes]:
     """`cca up --nodes 3 --detach` with runc: names, bridges, underlay /24 and cluster CIDR unique to
     this test; `cca down` afterwards, which must leave no namespace, link or nft table behind."""
     state = tmp_path / "state"  # its images are given to each node by `cca up --nodes` (hard links)
@@ -155,7 +162,8 @@ def three_nodes(root, shell: Shell, busybox_state: Path, tmp_path: Path, port: i
     cidr = f"10.{random.randrange(150, 200)}.0.0/16"
     underlay = f"10.{random.randrange(201, 250)}.{random.randrange(256)}.0/24"
     up = shell.cca("up", "--detach", "--nodes", "3", "--underlay", underlay, "--server", f"127.0.0.1:{port}",
-                   "--state-dir", str(state), "--cluster-cidr", cidr, "--metrics", "off", timeout=180)
+                   "--state-dir", str(state), "--cluster-cidr", cidr, "--metrics", "off",
+                   "--dataplane", dataplane, timeout=180)
     tag = json.loads((shell.home / "run" / "up.json").read_text())["underlay"]["tag"]
     try:
         assert "cluster ready" in up.stdout, up.stdout

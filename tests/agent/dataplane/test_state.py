@@ -1,0 +1,76 @@
+"""The slice → DataPlaneState builder: VIPs with ready backends, external ports, policy."""
+
+from __future__ import annotations
+
+from ccattler.agent.dataplane.base import Backend, Frontend, PolicyIngress
+from ccattler.agent.dataplane.state import dataplane_state
+
+
+def _vip(ip, *ports):
+    return {"service": "x", "ip": ip, "ports": [dict(p) for p in ports]}
+
+
+def _eps(*entries):
+    return {"endpoints": [{"instance": i, "node": n, "ip": ip} for i, n, ip in entries]}
+
+
+def test_vip_ports_balance_over_ready_endpoints_skipping_null_addresses() -> None:
+    facts = {
+        "derived/vip/default/web": _vip("10.96.0.1", {"port": 8080, "protocol": "tcp", "external": False},
+                                        {"port": 53, "protocol": "udp", "external": False}),
+        "derived/endpoint/default/web": _eps(("web-0", "node-1", "10.88.1.2"), ("web-1", "node-2", None),
+                                             ("web-2", "node-3", "10.88.3.2")),
+    }
+    state = dataplane_state(facts, "node-1")
+    assert state.services[Frontend("10.96.0.1", 8080, "tcp")] == (
+        Backend("10.88.1.2", 8080, "node-1", "web-0"), Backend("10.88.3.2", 8080, "node-3", "web-2"))
+    assert [b.port for b in state.services[Frontend("10.96.0.1", 53, "udp")]] == [53, 53]
+    assert state.external == {} and state.policies == {}
+
+
+def test_a_vip_without_endpoints_refuses_and_http_is_tcp() -> None:
+    facts = {"derived/vip/t/api": _vip("10.96.0.9", {"port": 443, "protocol": "http", "external": True})}
+    state = dataplane_state(facts, "n")
+    assert state.services == {Frontend("10.96.0.9", 443, "tcp"): ()}
+    assert state.external == {Frontend("", 443, "tcp"): ()}
+
+
+def test_external_ports_are_node_ports_with_the_same_backends() -> None:
+    facts = {"derived/vip/t/gw": _vip("10.96.0.3", {"port": 443, "protocol": "tcp", "external": True}),
+             "derived/endpoint/t/gw": _eps(("gw-0", "a", "10.88.0.5"))}
+    state = dataplane_state(facts, "a")
+    assert state.external[Frontend("", 443, "tcp")] == state.services[Frontend("10.96.0.3", 443, "tcp")]
+
+
+def test_malformed_documents_contribute_nothing() -> None:
+    facts = {"derived/vip/t/a": "junk", "derived/vip/t/b": _vip("not-an-ip", {"port": 1}),
+             "derived/vip/t/c": _vip("10.96.0.4", {"port": "80"}, {"port": 81}),
+             "derived/endpoint/t/c": {"endpoints": ["junk", {"ip": "bad"}]}}
+    state = dataplane_state(facts, "n")
+    assert state.services == {Frontend("10.96.0.4", 81, "tcp"): ()}
+
+
+def test_this_nodes_firewall_document_becomes_identities_and_policies() -> None:
+    grant = {"from": "t/a", "port": 80, "protocol": "tcp", "rule": "r1"}
+    firewall = {"node": "n1", "identities": {"t/a": ["10.88.0.2"], "t/b": ["10.88.0.3", "10.88.1.3"]},
+                "policies": {"t/b": {"local": ["10.88.0.3"], "named_by": ["r1"], "allowed": [grant]}}}
+    facts = {"derived/firewall/n1": firewall, "derived/firewall/n2": {"policies": {"t/x": {}}}}
+    state = dataplane_state(facts, "n1")
+    assert state.identities == {"t/a": frozenset({"10.88.0.2"}), "t/b": frozenset({"10.88.0.3", "10.88.1.3"})}
+    assert state.policies == {"t/b": PolicyIngress("t/b", frozenset({"10.88.0.3"}),
+                                                   frozenset({("t/a", 80, "tcp")}))}
+
+
+def test_documents_still_held_as_json_text_are_read_too() -> None:
+    import json
+
+    from ccattler.agent.slice_state import SliceFacts
+
+    facts = SliceFacts()
+    facts.put_raw("derived/vip/t/w", json.dumps(_vip("10.96.0.2", {"port": 80}) | {"range": "10.96.0.0/16"}))
+    facts.put_raw("derived/endpoint/t/w", json.dumps(_eps(("w-0", "n", "10.88.0.9"))))
+    state = dataplane_state(facts, "n")
+    assert [b.ip for b in state.services[Frontend("10.96.0.2", 80, "tcp")]] == ["10.88.0.9"]
+    from ccattler.agent.dataplane.state import service_range
+
+    assert service_range(facts) == "10.96.0.0/16"
