@@ -14,7 +14,7 @@ APP = """
 volume data { size 16Mi }
 service web {
     image busybox
-    command "echo from web > /shared/data/note; mkdir -p /www; echo hello > /www/index.html; exec httpd -f -p 8080 -h /www"
+    command "echo web > /shared/data/note; mkdir /w; echo hello > /w/index.html; exec httpd -f -p 8080 -h /w"
     expose 8080
     resources { cpu 100m  memory 32Mi }
 }
@@ -78,6 +78,6 @@ def test_shared_network_and_volume_on_a_cluster(root, shell, node_state: Path, n
 
         assert wait(lambda: from_helper("wget -q -O - http://localhost:8080/"), "localhost to reach web",
                     30) == "hello\n"
-        assert wait(lambda: from_helper("cat /shared/data/note"), "the shared volume", 30) == "from web\n"
+        assert wait(lambda: from_helper("cat /shared/data/note"), "the shared volume", 30) == "web\n"
     finally:
         shell.cca("down")
