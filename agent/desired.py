@@ -44,6 +44,11 @@ class InstanceSpec:
     init: tuple[InitStep, ...] = ()
     #: A stateful ordinal waits for the previous one to be ready before it first starts (not hashed).
     waiting_for: str | None = field(default=None, compare=False)
+    #: The service group (`tenant/name`) its service belongs to (agent/sandboxes.py reads it).
+    group: str | None = field(default=None, compare=False)
+    #: The shared network namespace of a `share network` group seat (set by agent/sandboxes.py):
+    #: the node network's attachment of that name is this container's namespace; `ip` is the seat's.
+    sandbox: str | None = None
     #: A hash of everything that shapes the container: a change means replace it (set on creation).
     spec_hash: str = field(init=False, default="", compare=False)
 
@@ -54,6 +59,8 @@ class InstanceSpec:
             shape += ([(v.key, v.path) for v in self.volumes],)
         if self.init:  # the same: a changed init step means a replacement, which runs them again
             shape += ([(s.exec, s.timeout, s.retry) for s in self.init],)
+        if self.sandbox:  # joining (or leaving) a group's namespace means a new container
+            shape += (self.sandbox,)
         object.__setattr__(self, "spec_hash", hashlib.sha256(repr(shape).encode()).hexdigest()[:16])
 
     @property
@@ -79,15 +86,46 @@ def _probes(service: Mapping[str, Any]) -> tuple[Probe, ...]:
     return tuple(p if p.port or p.type == "exec" else replace(p, port=first) for p in probes_of(service))
 
 
-def _volumes(facts: Mapping[str, Any], service: Mapping[str, Any], instance: str) -> tuple[VolumeMount, ...]:
+#: Where a group's `share volume NAME` is mounted in a member that does not declare that volume.
+SHARED_VOLUME_DIR = "/shared"
+
+
+def service_groups(facts: Mapping[str, Any]) -> dict[str, str]:
+    """`t/svc` → its service group `t/g`, from the `desired/group` documents (a group applied in
+    another file than its services still counts; the service document's `group` is the fallback)."""
+    groups = {}
+    for key, doc in facts.items():
+        if key.startswith("desired/group/") and isinstance(doc, dict) and doc.get("type") == "service":
+            for service in doc.get("services") or []:
+                groups[str(service)] = key.removeprefix("desired/group/")
+    return groups
+
+
+def _volumes(facts: Mapping[str, Any], service: Mapping[str, Any], instance: str,
+             group_key: str | None = None) -> tuple[VolumeMount, ...]:
     """A stateful instance gets its own directory per volume (stable per ordinal); others share it.
-    The size comes from `desired/volume/<t>/<n>` (None until that document is known)."""
+    The size comes from `desired/volume/<t>/<n>` (None until that document is known).
+
+    A volume its service group shares (`share volume data`) is the node's one directory `t/data`
+    in every member, stateful or not: at the member's own path when it declares the volume, else at
+    `/shared/<name>`."""
     own = f"/{instance}" if service.get("stateful") else ""
+    group = facts.get(f"desired/group/{group_key}") if group_key else None
+    shared = [str(v) for v in group.get("share_volumes") or []] if isinstance(group, dict) else []
+
+    def size_of(name: str) -> int | None:
+        declared = facts.get(f"desired/volume/{name}")
+        size = declared.get("size") if isinstance(declared, dict) else None
+        return int(size) if size else None
+
     mounts = []
     for v in service.get("volumes") or []:
-        declared = facts.get(f"desired/volume/{v['name']}")
-        size = declared.get("size") if isinstance(declared, dict) else None
-        mounts.append(VolumeMount(f"{v['name']}{own}", v["path"], int(size) if size else None))
+        key = v["name"] if v["name"] in shared else f"{v['name']}{own}"
+        mounts.append(VolumeMount(key, v["path"], size_of(v["name"])))
+    declared = {v["name"] for v in service.get("volumes") or []}
+    for name in shared:
+        if name not in declared:
+            mounts.append(VolumeMount(name, f"{SHARED_VOLUME_DIR}/{name.rsplit('/', 1)[-1]}", size_of(name)))
     return tuple(mounts)
 
 
@@ -123,6 +161,7 @@ def desired_instances(facts: Mapping[str, Any], node: str) -> dict[str, Instance
     A placement whose service is not in the slice yet is left out (the next slice brings it).
     """
     wanted: dict[str, InstanceSpec] = {}
+    groups: dict[str, str] | None = None  # read once, only when a placement is here
     for key, placement in facts.items():
         if not key.startswith("derived/placement/") or not isinstance(placement, dict):
             continue
@@ -140,6 +179,9 @@ def desired_instances(facts: Mapping[str, Any], node: str) -> dict[str, Instance
         env = {**(svc.get("env") or {}), **(config.get("env") or {})}
         files = tuple(ConfigFile(f["path"], f.get("content") or "") for f in config.get("files") or [])
         ip_doc = facts.get(f"derived/network/ip/{tenant}/{instance}")
+        if groups is None:
+            groups = service_groups(facts)
+        group = groups.get(service.full) or svc.get("group")
         spec = InstanceSpec(
             tenant=tenant, name=instance, service=service.full,
             image=derived.get("image") or svc["image"], command=svc.get("command"),
@@ -148,7 +190,7 @@ def desired_instances(facts: Mapping[str, Any], node: str) -> dict[str, Instance
             ip=ip_doc.get("ip") if isinstance(ip_doc, dict) and ip_doc.get("node", node) == node else None,
             probes=_probes(svc), secrets=tuple(s["name"] for s in svc.get("secrets") or [])
             + tuple(f"connection:{c}" for c in svc.get("connections") or []),
-            volumes=_volumes(facts, svc, instance), init=init_steps(svc),
-            waiting_for=_predecessor_not_ready(facts, service, svc, instance))
+            volumes=_volumes(facts, svc, instance, group), init=init_steps(svc),
+            waiting_for=_predecessor_not_ready(facts, service, svc, instance), group=group)
         wanted[spec.key] = spec
     return wanted

@@ -27,6 +27,7 @@ from ccattler.agent.net.node import NodeNetwork
 from ccattler.agent.net.overlay import Overlay, device_name, peers_from_slice
 from ccattler.agent.reconcile import Backoff, BatchSecretSource, Reconciler, SecretSource, SecretValues
 from ccattler.agent.runtime.base import Runtime
+from ccattler.agent.sandboxes import Sandboxes
 from ccattler.agent.telemetry import Telemetry
 from ccattler.engine.facts import CcaError
 
@@ -212,6 +213,8 @@ class NodeCore:
         self.telemetry = Telemetry(runtime)
         #: The node's HAProxy for gates (agent/gates/), made on the first apply that needs one.
         self.gates: Any = None
+        #: Seats of `share network` service groups on this node (agent/sandboxes.py).
+        self.sandboxes = Sandboxes(runtime.kind, state_dir)
         if not runtime.isolated_network:
             self.reconciler = self._reconciler(None)
 
@@ -231,7 +234,12 @@ class NodeCore:
             self._sync_overlay(facts, subnet)
             self._sync_dataplane(facts)
         assert self.reconciler is not None
-        observed = self.reconciler.reconcile(desired)
+        arranged = self.sandboxes.arrange(desired, facts, self.network)  # share-network groups
+        observed = self.reconciler.reconcile(arranged.run)
+        for key, (state, reason) in arranged.held.items():
+            spec = desired[key]
+            observed[spec.observed_key] = {**_pending(self.node, None, reason), "state": state}
+        desired = {**desired, **arranged.run}  # seat members carry their seat's address
         self.telemetry.sample(spec.key for spec in desired.values()
                               if observed[spec.observed_key]["state"] == "running")
         for spec in desired.values():

@@ -153,7 +153,7 @@ class Reconciler:
         """Remove runtime leftovers and network namespaces/veths of containers no longer wanted."""
         gone = self.runtime.prune()
         if self.network is not None:
-            gone += self.network.gc(keep=set(desired))
+            gone += self.network.gc(keep=set(desired) | {s.sandbox for s in desired.values() if s.sandbox})
         if gone:
             log.info("garbage-collected %s", ", ".join(gone))
         return gone
@@ -230,7 +230,8 @@ class Reconciler:
                     record.reason = "waiting for an address from the network controller"
                     return
                 assert self.network is not None
-                netns = self.network.attach(spec.key, spec.ip).netns_path
+                # a member of a `share network` group joins its seat's namespace (agent/sandboxes.py)
+                netns = self.network.attach(spec.sandbox or spec.key, spec.ip).netns_path
             if self.admit is not None:
                 self.admit(spec)
             if not self._init_passed(spec, record, lambda: spec.container(netns, self._secret_files(spec))):

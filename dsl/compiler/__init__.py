@@ -39,6 +39,7 @@ from ccattler.engine.facts import (
     check_value,
     desired_key,
 )
+from ccattler.engine.facts.groups import port_clashes
 
 __all__ = ["Known", "compile_sources", "compile_with_diagnostics"]
 
@@ -88,6 +89,7 @@ def compile_with_diagnostics(sources: Sequence[Source], tenant: str = DEFAULT_TE
             if block.keyword != "group":
                 _compile_block(unit, block, facts, membership)
     _check_group_instances(facts, membership)
+    _check_group_ports(facts, membership)
 
     order = {source.name: i for i, source in enumerate(sources)}
     diagnostics = syntax + [d for u in units for d in u.diagnostics]
@@ -213,3 +215,21 @@ def _check_group_instances(facts: dict, membership: dict) -> None:
             shown = ", ".join(f"{s} has {n}" for s, n in sorted(members))
             unit.error(block.name.span, "group-instances",
                        f'services of group "{group}" must have the same instances ({shown})')
+
+
+def _check_group_ports(facts: dict, membership: dict) -> None:
+    """Members of a `share network` group share one namespace: no two may expose the same port."""
+    for service, (group, unit, block) in membership.items():
+        tenant, name = group.split("/", 1)
+        doc = facts.get(desired_key("group", name, tenant)) or {}
+        if not doc.get("share_network") or service != doc["services"][0]:
+            continue  # once per group
+        members = {}
+        for member in doc["services"]:
+            t, n = member.split("/", 1)
+            members[member] = facts.get(desired_key("service", n, t))
+        clashes = port_clashes(members)
+        if clashes:
+            unit.error(block.name.span, "group-ports",
+                       f'group "{group}" shares its network, but {"; ".join(clashes)}',
+                       "members of a shared network are one address: give each its own port")

@@ -32,7 +32,7 @@ class Decl:
 
 #: Findings that a line skipped after a syntax error can cause; not reported for such blocks.
 _CASCADES = frozenset({"missing-image", "missing-field", "no-resources", "bad-probe", "bad-disruption",
-                       "group-body", "group-instances"})
+                       "group-body", "group-instances", "group-ports"})
 
 #: known(kind, tenant, name) -> True when the cluster already holds that object.
 Known = Callable[[str, str, str], bool]

@@ -1,8 +1,8 @@
 """A node's slice of the state, and the hub that streams it: what its agent may watch (its placements
 and instance addresses, the instance documents and service specs of what is placed on it, its own
 firewall, condition and declared node, and the cluster-wide endpoints/VIPs/names, every node's subnet
-and underlay address (for the overlay), the gates and volume declarations — a volume's size and `persistent`
-flag), never secrets or other nodes' placements and rules.
+and underlay address (for the overlay), the gates, service groups and volume declarations — a volume's
+size and `persistent` flag), never secrets or other nodes' placements and rules.
 
 `SliceHub` follows the store with one watch for the whole server and routes each change to the
 nodes it concerns (a thousand agents cost one store watch, and each gets only its own changes).
@@ -36,8 +36,9 @@ _SUBNETS = "derived/network/subnet/"
 #: never their usage or labels, and no event on a heartbeat that leaves the address unchanged.
 _NODE_ADDRESSES = "observed/node/"
 #: Gates too: every node's proxy serves every gate (agent/gates/).
-_SHARED = ("derived/endpoint/", "derived/vip/", "derived/dns/", "desired/volume/", "desired/gate/", _SUBNETS,
-           _NODE_ADDRESSES)
+#: Service groups too: a node pairs `share network` members into seats and mounts shared volumes.
+_SHARED = ("derived/endpoint/", "derived/vip/", "derived/dns/", "desired/volume/", "desired/gate/",
+           "desired/group/", _SUBNETS, _NODE_ADDRESSES)
 _PLACEMENTS, _ADDRESSES = "derived/placement/", "derived/network/ip/"
 _INSTANCES, _SERVICES = "derived/instance/", "desired/service/"
 _OWN = ("derived/firewall/", "derived/node/", "desired/node/")

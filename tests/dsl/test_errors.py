@@ -70,6 +70,9 @@ CASES = [
     case("group-instances", f"service a {{ image x  instances 2  {R} }}\n"
          f"service b {{ image y  instances 3  {R} }}\ngroup g {{ service a  service b }}",
          "group-instances", 3, 7, "same instances", "default/a has 2", "default/b has 3"),
+    case("group-ports", f"service a {{ image x  expose 8080  {R} }}\n"
+         f"service b {{ image y  expose 8080 http  {R} }}\ngroup g {{ service a  service b  share network }}",
+         "group-ports", 3, 7, "shares its network", "default/a and default/b both listen on tcp 8080"),
     case("path-escape", f'service w {{ image x  {R}  config {{ file "/etc/x" from "../../etc/passwd" }} }}',
          "path-escape", 1, 78, "leaves the directory"),
     case("absolute-from", f'service w {{ image x  {R}  config {{ file "/etc/x" from "/etc/passwd" }} }}',
