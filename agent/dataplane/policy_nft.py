@@ -1,20 +1,31 @@
 """Network policy in nftables: table `inet cca_pol_<bridge>`, traffic INTO local instances.
 
-Layout (state grows with identities and allowed tuples, never with instance pairs):
+Layout — Cilium's identity model in nftables (probe B3 variant B, ../shared/NETWORK-NOTES.md):
+rules are fixed, every grant, revocation and relabel is a set element, so no change makes
+libnftables re-read a table of thousands of rules (one rule per tuple cost ~1 s per grant at
+1,000 services). State grows with addresses + identities × allowed tuples, never instance pairs.
 
-    set i_<h>       { type ipv4_addr }             every address of one identity (cluster-wide)
+    map ipcache     { type ipv4_addr : mark }      every address of a mentioned identity → its number
     map guarded     { type ipv4_addr : verdict }   local address of a default-deny identity → jump d_<h>
-    chain d_<h>     one rule per allowed (source identity, port, protocol), then `counter drop`
+    set t_<h>       { type mark . inet_proto . inet_service }   allowed (source, protocol, port)
+    set p_<h>       { type mark . inet_proto }                   allowed (source, protocol), any port
+    set s_<h>       { type mark }                                allowed source, any port and protocol
+    chain d_<h>     fixed: mark := source number, accept on a hit in t/p/s, else `counter drop`
     chain forward   hook forward: established/related accept, the bridge gateway (host, node-local
                     DNS) accept, then `ip daddr vmap @guarded`; everything else is left alone
+
+Identity numbers (the packet mark, reset to 0 on the way out of d_<h> so nothing downstream sees
+it) are this table's own: given in name order when the table is replaced (first apply, repair),
+then the next free number for a new identity; never reused while the table lives.
 
 Same-bridge traffic reaches the inet forward hook only with `net.bridge.bridge-nf-call-iptables=1`
 in the node's network namespace (`ensure_bridge_filtering`); traffic from other nodes (overlay)
 and through VIPs (DNAT happens before forward, the source address is kept) is routed into the bridge.
 
-Every change is one `nft -f -` transaction (atomic: a bad batch leaves the old state): the first
-replaces the table, later ones carry only the difference (set elements, one chain per changed
-destination), so a grant or a relabel costs a few elements, not the whole table.
+Every change is one nft transaction (atomic: a bad batch leaves the old state), through libnftables
+in-process when the `nftables` module is there (no process spawned per change), else `nft -f -`.
+The first replaces the table, later ones carry only changed elements (and the chain and sets of a
+destination that became or stopped being default-deny).
 Revocation: after a change, the conntrack entries towards each local address whose
 policy changed are listed and the ones the new policy no longer allows are deleted (`conntrack -D`),
 so established flows of a revoked pair end too. Fail closed: `admit(identity, ip)` puts a new
@@ -26,6 +37,7 @@ from __future__ import annotations
 import hashlib
 import re
 import subprocess
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
@@ -42,10 +54,33 @@ class PolicyError(RuntimeError):
 
 
 def run_command(argv: Sequence[str], stdin: str | None = None) -> str:
+    """Run a command; `nft -f -` goes to libnftables in this thread's network namespace when the
+    `nftables` module (pip-nftables over Debian's libnftables1) is importable."""
+    if list(argv) == ["nft", "-f", "-"] and (nft := _libnftables()) is not None:
+        rc, out, err = nft.cmd(stdin or "")
+        if rc != 0:
+            raise PolicyError(f"nft -f - failed: {err.strip() or out.strip()}")
+        return out
     done = subprocess.run(list(argv), input=stdin, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise PolicyError(f"{' '.join(argv[:3])} failed: {done.stderr.strip() or done.stdout.strip()}")
     return done.stdout
+
+
+_local = threading.local()
+
+
+def _libnftables():
+    """One libnftables context per thread (a context is not thread-safe), or None without it."""
+    if not hasattr(_local, "nft"):
+        try:
+            import nftables
+        except (ImportError, OSError):  # no module, or no libnftables.so.1
+            _local.nft = None
+        else:
+            _local.nft = nftables.Nftables()
+            _local.nft.set_json_output(False)
+    return _local.nft
 
 
 def _h(identity: str) -> str:
@@ -68,91 +103,126 @@ class PolicySet:
         return False
 
 
-def _rule(source: str, port: int, protocol: str) -> str:
-    match = f"ip saddr @i_{_h(source)}"
-    protos = "{ tcp, udp }" if protocol == "any" else protocol
-    if port:
-        return f"{match} meta l4proto {protos} th dport {port} accept"
-    return f"{match} accept" if protocol == "any" else f"{match} meta l4proto {protocol} accept"
-
-
-def render(table: str, gateway: str | None, state: PolicySet) -> str:
-    """The nft script that replaces `table` with `state` in one transaction."""
-    lines = [f"table inet {table}", f"delete table inet {table}", f"table inet {table} {{"]
-    mentioned = set(state.identities) | {s for p in state.policies.values() for s, _, _ in p.allowed}
-    for identity in sorted(mentioned):
-        addresses = sorted(state.identities.get(identity, ()))
-        elements = f" elements = {{ {', '.join(addresses)} }};" if addresses else ""
-        lines.append(f"  set i_{_h(identity)} {{ type ipv4_addr; comment \"{identity}\";{elements} }}")
-    jumps = [f"{ip} : jump d_{_h(d)}" for d, p in sorted(state.policies.items())
-             for ip in sorted(p.local_ips)]
-    elements = f" elements = {{ {', '.join(jumps)} }};" if jumps else ""
-    lines.append(f"  map guarded {{ type ipv4_addr : verdict;{elements} }}")
-    for destination, ingress in sorted(state.policies.items()):
-        name = _h(destination)
-        lines.append(f"  counter drop_{name} {{ comment \"{destination}\"; }}")
-        lines.append(f"  chain d_{name} {{")
-        lines += [f"    {_rule(*t)}" for t in sorted(ingress.allowed)]
-        lines.append(f"    counter name drop_{name} drop")
-        lines.append("  }")
-    lines.append("  chain forward {")
-    lines.append("    type filter hook forward priority filter - 5; policy accept;")
-    lines.append("    ct state established,related accept")
-    if gateway:
-        lines.append(f"    ip saddr {gateway} accept")
-    lines.append("    ip daddr vmap @guarded")
-    lines.append("  }")
-    lines.append("}")
-    return "\n".join(lines) + "\n"
-
-
 def _mentioned(state: PolicySet) -> set[str]:
     return set(state.identities) | {s for p in state.policies.values() for s, _, _ in p.allowed}
 
 
-def _set_line(identity: str, addresses: frozenset[str]) -> str:
-    elements = f" elements = {{ {', '.join(sorted(addresses))} }};" if addresses else ""
-    return f"add set inet {{t}} i_{_h(identity)} {{{{ type ipv4_addr; comment \"{identity}\";{elements} }}}}"
+def numbered(state: PolicySet, numbers: Mapping[str, int] | None = None) -> dict[str, int]:
+    """Identity → mark for every identity `state` mentions: kept from `numbers`, new ones after the
+    highest given (or from 1, in name order, when `numbers` is None: a replaced table)."""
+    out = {n: i for n, i in (numbers or {}).items() if n in _mentioned(state)}
+    top = max((numbers or {}).values(), default=0)
+    for name in sorted(_mentioned(state) - set(out)):
+        top += 1
+        out[name] = top
+    return out
 
 
-def render_delta(table: str, old: PolicySet, new: PolicySet) -> str:
-    """The nft script that turns `old` into `new` element by element and chain by chain (one
-    transaction): a relabel or a grant touches a few elements or one chain, not the table."""
+def _elements(ingress: PolicyIngress, numbers: Mapping[str, int]) -> dict[str, set[str]]:
+    """The t_/p_/s_ set elements of one guarded identity's allowed tuples."""
+    out: dict[str, set[str]] = {"t": set(), "p": set(), "s": set()}
+    for source, port, protocol in ingress.allowed:
+        mark = numbers[source]
+        protos = ("tcp", "udp") if protocol == "any" else (protocol,)
+        if port:
+            out["t"] |= {f"{mark} . {proto} . {port}" for proto in protos}
+        elif protocol == "any":
+            out["s"].add(str(mark))
+        else:
+            out["p"].add(f"{mark} . {protocol}")
+    return out
+
+
+_SET_TYPES = {"t": "mark . inet_proto . inet_service", "p": "mark . inet_proto", "s": "mark"}
+
+
+def _ipcache(state: PolicySet, numbers: Mapping[str, int]) -> dict[str, int]:
+    # An address listed under two identities (a moment of a move) keeps the first in name order.
+    out: dict[str, int] = {}
+    for name in sorted(state.identities):
+        for ip in state.identities[name]:
+            out.setdefault(ip, numbers[name])
+    return out
+
+
+def _destination(table: str, destination: str, ingress: PolicyIngress,
+                 numbers: Mapping[str, int]) -> list[str]:
+    """Commands that create one guarded identity's counter, sets and fixed chain."""
+    h = _h(destination)
+    out = [f"add counter inet {table} drop_{h} {{ comment \"{destination}\"; }}"]
+    for kind, elements in _elements(ingress, numbers).items():
+        listed = f" elements = {{ {', '.join(sorted(elements))} }};" if elements else ""
+        out.append(f"add set inet {table} {kind}_{h} {{ type {_SET_TYPES[kind]};{listed} }}")
+    out += [f"add chain inet {table} d_{h}",
+            f"add rule inet {table} d_{h} meta mark set 0",
+            f"add rule inet {table} d_{h} meta mark set ip saddr map @ipcache",
+            f"add rule inet {table} d_{h} meta mark . meta l4proto . th dport @t_{h} meta mark set 0 accept",
+            f"add rule inet {table} d_{h} meta mark . meta l4proto @p_{h} meta mark set 0 accept",
+            f"add rule inet {table} d_{h} meta mark @s_{h} meta mark set 0 accept",
+            f"add rule inet {table} d_{h} meta mark set 0 counter name drop_{h} drop"]
+    return out
+
+
+def _map_line(table: str, verb: str, name: str, entries: Mapping[str, str]) -> list[str]:
+    if not entries:
+        return []
+    return [f"{verb} element inet {table} {name} {{ "
+            + ", ".join(f"{k} : {v}" for k, v in sorted(entries.items())) + " }"]
+
+
+def render(table: str, gateway: str | None, state: PolicySet, numbers: Mapping[str, int]) -> str:
+    """The nft script that replaces `table` with `state` in one transaction."""
+    lines = [f"table inet {table}", f"delete table inet {table}", f"add table inet {table}",
+             f"add map inet {table} ipcache {{ type ipv4_addr : mark; }}",
+             f"add map inet {table} guarded {{ type ipv4_addr : verdict; }}"]
+    for destination, ingress in sorted(state.policies.items()):
+        lines += _destination(table, destination, ingress, numbers)
+    lines += _map_line(table, "add", "ipcache", {ip: str(n) for ip, n in _ipcache(state, numbers).items()})
+    lines += _map_line(table, "add", "guarded", {ip: f"jump d_{_h(d)}" for d, p in state.policies.items()
+                                                 for ip in p.local_ips})
+    hook = "type filter hook forward priority filter - 5; policy accept;"
+    lines += [f"add chain inet {table} forward {{ {hook} }}",
+              f"add rule inet {table} forward ct state established,related accept"]
+    if gateway:
+        lines.append(f"add rule inet {table} forward ip saddr {gateway} accept")
+    lines.append(f"add rule inet {table} forward ip daddr vmap @guarded")
+    return "\n".join(lines) + "\n"
+
+
+def render_delta(table: str, old: PolicySet, new: PolicySet, old_numbers: Mapping[str, int],
+                 numbers: Mapping[str, int]) -> str:
+    """The nft script that turns `old` into `new` element by element (one transaction): a grant,
+    a revocation or a relabel is a few set elements; only a destination that becomes (or stops
+    being) default-deny adds (or deletes) its chain and sets."""
     out: list[str] = []
-    was, now = _mentioned(old), _mentioned(new)
-    for identity in sorted(now - was):
-        out.append(_set_line(identity, new.identities.get(identity, frozenset())).format(t=table))
-    for identity in sorted(now & was):
-        before, after = old.identities.get(identity, frozenset()), new.identities.get(identity, frozenset())
-        name = f"i_{_h(identity)}"
-        if after - before:
-            out.append(f"add element inet {table} {name} {{ {', '.join(sorted(after - before))} }}")
-        if before - after:
-            out.append(f"delete element inet {table} {name} {{ {', '.join(sorted(before - after))} }}")
     for destination, ingress in sorted(new.policies.items()):
-        name = _h(destination)
         previous = old.policies.get(destination)
         if previous is None:
-            out.append(f"add counter inet {table} drop_{name} {{ comment \"{destination}\"; }}")
-            out.append(f"add chain inet {table} d_{name}")
-        if previous is None or previous.allowed != ingress.allowed:
-            out.append(f"flush chain inet {table} d_{name}")
-            out += [f"add rule inet {table} d_{name} {_rule(*t)}" for t in sorted(ingress.allowed)]
-            out.append(f"add rule inet {table} d_{name} counter name drop_{name} drop")
+            out += _destination(table, destination, ingress, numbers)
+            continue
+        h = _h(destination)
+        before, after = _elements(previous, old_numbers), _elements(ingress, numbers)
+        for kind in _SET_TYPES:
+            if gone := before[kind] - after[kind]:
+                out.append(f"delete element inet {table} {kind}_{h} {{ {', '.join(sorted(gone))} }}")
+            if added := after[kind] - before[kind]:
+                out.append(f"add element inet {table} {kind}_{h} {{ {', '.join(sorted(added))} }}")
+    cache_old, cache_new = _ipcache(old, old_numbers), _ipcache(new, numbers)
+    out += _map_line(table, "delete", "ipcache", {ip: str(n) for ip, n in cache_old.items()
+                                                  if cache_new.get(ip) != n})
+    out += _map_line(table, "add", "ipcache", {ip: str(n) for ip, n in cache_new.items()
+                                               if cache_old.get(ip) != n})
     jumps_old = {ip: d for d, p in old.policies.items() for ip in p.local_ips}
     jumps_new = {ip: d for d, p in new.policies.items() for ip in p.local_ips}
-    gone = sorted(ip for ip in jumps_old if jumps_new.get(ip) != jumps_old[ip])
-    if gone:
-        out.append(f"delete element inet {table} guarded {{ {', '.join(gone)} }}")
-    added = sorted(ip for ip in jumps_new if jumps_old.get(ip) != jumps_new[ip])
-    if added:
-        out.append(f"add element inet {table} guarded {{ "
-                   + ", ".join(f"{ip} : jump d_{_h(jumps_new[ip])}" for ip in added) + " }")
-    for destination in sorted(set(old.policies) - set(new.policies)):
-        out.append(f"delete chain inet {table} d_{_h(destination)}")
-        out.append(f"delete counter inet {table} drop_{_h(destination)}")
-    for identity in sorted(was - now):
-        out.append(f"delete set inet {table} i_{_h(identity)}")
+    out += _map_line(table, "delete", "guarded", {ip: f"jump d_{_h(d)}" for ip, d in jumps_old.items()
+                                                  if jumps_new.get(ip) != d})
+    out += _map_line(table, "add", "guarded", {ip: f"jump d_{_h(d)}" for ip, d in jumps_new.items()
+                                               if jumps_old.get(ip) != d})
+    for destination in sorted(set(old.policies) - set(new.policies)):  # after its jumps are gone
+        h = _h(destination)
+        out.append(f"delete chain inet {table} d_{h}")
+        out += [f"delete set inet {table} {kind}_{h}" for kind in _SET_TYPES]
+        out.append(f"delete counter inet {table} drop_{h}")
     return "\n".join(out) + "\n"
 
 
@@ -164,6 +234,7 @@ class PolicyTables:
         self.gateway = gateway
         self._run = run
         self.state = PolicySet({}, {})
+        self.numbers: dict[str, int] = {}  # identity → its mark in this table
         self.transactions = 0
         self.replaced = 0  # full-table transactions (first apply, or repair after drift)
 
@@ -178,8 +249,10 @@ class PolicyTables:
             return
         old = self.state
         if self.transactions:
+            numbers = numbered(new, self.numbers)
             try:
-                self._run(["nft", "-f", "-"], render_delta(self.table, old, new))
+                self._run(["nft", "-f", "-"], render_delta(self.table, old, new, self.numbers, numbers))
+                self.numbers = numbers
             except PolicyError:  # the kernel drifted from what we programmed: replace the table
                 self._replace(new)
         else:  # first apply (or after a restart): replace whatever is there
@@ -189,7 +262,9 @@ class PolicyTables:
         self._cut_revoked(old, new)
 
     def _replace(self, state: PolicySet) -> None:
-        self._run(["nft", "-f", "-"], render(self.table, self.gateway, state))
+        numbers = numbered(state)
+        self._run(["nft", "-f", "-"], render(self.table, self.gateway, state, numbers))
+        self.numbers = numbers
         self.replaced += 1
 
     def admit(self, identity: str, ip: str) -> None:
@@ -206,7 +281,7 @@ class PolicyTables:
 
     def teardown(self) -> None:
         self._run(["nft", "-f", "-"], f"table inet {self.table}\ndelete table inet {self.table}\n")
-        self.state = PolicySet({}, {})
+        self.state, self.numbers = PolicySet({}, {}), {}
 
     def counters(self) -> dict[str, int]:
         """Dropped packets per guarded identity (from the kernel)."""

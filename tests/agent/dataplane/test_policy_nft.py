@@ -166,9 +166,39 @@ def test_render_is_one_transaction_and_state_from_document():
                                 "allowed": [{"from": "a/x", "port": 53, "protocol": "udp", "rule": "r"}]}}}
     identities, policies = policy_state(doc)
     assert policies["b/y"] == PolicyIngress("b/y", frozenset({"10.0.0.2"}), frozenset({("a/x", 53, "udp")}))
-    from ccattler.agent.dataplane.policy_nft import PolicySet
+    from ccattler.agent.dataplane.policy_nft import PolicySet, numbered
 
-    script = render("cca_pol_br0", "10.0.0.254", PolicySet(identities, policies))
+    state = PolicySet(identities, policies)
+    script = render("cca_pol_br0", "10.0.0.254", state, numbered(state))
     assert script.startswith("table inet cca_pol_br0\ndelete table inet cca_pol_br0\n")
-    assert "meta l4proto udp th dport 53 accept" in script and "ip daddr vmap @guarded" in script
+    # a/x is mark 1 (name order), its grant a set element; no rule names a tuple
+    assert "add set inet cca_pol_br0 t_" in script and "elements = { 1 . udp . 53 }" in script
+    assert "ip daddr vmap @guarded" in script and "10.0.0.1 : 1" in script
     assert policy_state(None) == ({}, {})
+
+
+def test_grants_are_set_elements_through_libnftables_in_process(node):
+    """The agent's path: libnftables in the calling thread's namespace (no `nft` process), and a
+    grant or relabel adds elements — the rule count stays fixed however many tuples there are."""
+    pytest.importorskip("nftables")
+    from ccattler.agent.net import netns
+
+    ns, _, _ = node
+    n = ns["n"]
+    tables = PolicyTables(f"inproc{secrets.token_hex(2)}", "10.77.1.1")  # default runner: in-process
+    identities = {f"t/s{i}": frozenset({f"10.78.{i // 250}.{i % 250 + 2}"}) for i in range(300)}
+    identities["shop/db"] = frozenset({"10.77.1.2"})
+
+    def rules() -> int:
+        listed = sh("ip", "netns", "exec", n, "nft", "-a", "list", "table", "inet", tables.table).stdout
+        return sum(1 for line in listed.splitlines() if "# handle" in line and "{" not in line)  # rules
+
+    few = {"shop/db": PolicyIngress("shop/db", frozenset({"10.77.1.2"}), frozenset({("t/s0", 5432, "tcp")}))}
+    netns.run_in(n, lambda: tables.apply(identities, few))
+    fixed = rules()
+    many = {"shop/db": PolicyIngress("shop/db", frozenset({"10.77.1.2"}),
+                                     frozenset((f"t/s{i}", 5432, "tcp") for i in range(300)))}
+    netns.run_in(n, lambda: tables.apply(identities, many))
+    assert tables.replaced == 1 and tables.transactions == 2  # the second was a delta
+    assert rules() == fixed, "300 grants added elements, not rules"
+    netns.run_in(n, lambda: tables.teardown())
