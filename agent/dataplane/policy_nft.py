@@ -2,11 +2,13 @@
 
 Layout — Cilium's identity model in nftables (probe B3 variant B, ../shared/NETWORK-NOTES.md):
 rules are fixed, every grant, revocation and relabel is a set element, so no change makes
-libnftables re-read a table of thousands of rules (one rule per tuple cost ~1 s per grant at
-1,000 services). State grows with addresses + identities × allowed tuples, never instance pairs.
+libnftables re-read a table of thousands of rules (one rule per tuple cost ~0.7 s per grant at
+10,000 services). State grows with addresses + identities × allowed tuples, never instance pairs.
 
+    set names       { type mark }                  identity number, its name as the element comment
     map ipcache     { type ipv4_addr : mark }      every address of a mentioned identity → its number
     map guarded     { type ipv4_addr : verdict }   local address of a default-deny identity → jump d_<h>
+    counter drop_<h>                               drops into one guarded identity (comment: its name)
     set t_<h>       { type mark . inet_proto . inet_service }   allowed (source, protocol, port)
     set p_<h>       { type mark . inet_proto }                   allowed (source, protocol), any port
     set s_<h>       { type mark }                                allowed source, any port and protocol
@@ -15,17 +17,21 @@ libnftables re-read a table of thousands of rules (one rule per tuple cost ~1 s 
                     DNS) accept, then `ip daddr vmap @guarded`; everything else is left alone
 
 Identity numbers (the packet mark, reset to 0 on the way out of d_<h> so nothing downstream sees
-it) are this table's own: given in name order when the table is replaced (first apply, repair),
-then the next free number for a new identity; never reused while the table lives.
+it) are this table's own: given in name order when the table is replaced, then the next number
+above the highest in use for a new identity. `programmed()` reads the table back (names from the
+element comments and counter comments), so a restarted agent repairs the difference and keeps the
+numbers; the nftables data plane reports policy through the same reader. A port allowed for both
+tcp and udp reads back as protocol `any` (the same elements).
 
 Same-bridge traffic reaches the inet forward hook only with `net.bridge.bridge-nf-call-iptables=1`
 in the node's network namespace (`ensure_bridge_filtering`); traffic from other nodes (overlay)
 and through VIPs (DNAT happens before forward, the source address is kept) is routed into the bridge.
 
 Every change is one nft transaction (atomic: a bad batch leaves the old state), through libnftables
-in-process when the `nftables` module is there (no process spawned per change), else `nft -f -`.
-The first replaces the table, later ones carry only changed elements (and the chain and sets of a
-destination that became or stopped being default-deny).
+in-process (agent/dataplane/libnft.py: no process spawned per change) with the default runner.
+The first apply reads the table back and sends the difference (a missing table, another layout or
+a hand-edited chain: the table is replaced); later ones carry only changed elements (and the chain
+and sets of a destination that became or stopped being default-deny); a refused delta replaces it.
 Revocation: after a change, the conntrack entries towards each local address whose
 policy changed are listed and the ones the new policy no longer allows are deleted (`conntrack -D`),
 so established flows of a revoked pair end too. Fail closed: `admit(identity, ip)` puts a new
@@ -37,16 +43,20 @@ from __future__ import annotations
 import hashlib
 import re
 import subprocess
-import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
+from ccattler.agent.dataplane import libnft
 from ccattler.agent.dataplane.base import PolicyIngress
 
 Runner = Callable[[Sequence[str], str | None], str]
 
 _CONNTRACK_LINE = re.compile(r"^(?P<proto>tcp|udp)\s.*?src=(?P<src>\S+) dst=(?P<dst>\S+) "
                              r"sport=(?P<sport>\d+) dport=(?P<dport>\d+)")
+_IP = r"(\d+\.\d+\.\d+\.\d+)"
+_NUM = r"(0x[0-9a-f]+|\d+)"
+_BLOCK = re.compile(r"^\t(map|set|chain|counter) (\w+) \{\n(.*?)^\t\}", re.M | re.S)
+_FORWARD_HOOK = "type filter hook forward priority filter - 5; policy accept;"
 
 
 class PolicyError(RuntimeError):
@@ -54,33 +64,11 @@ class PolicyError(RuntimeError):
 
 
 def run_command(argv: Sequence[str], stdin: str | None = None) -> str:
-    """Run a command; `nft -f -` goes to libnftables in this thread's network namespace when the
-    `nftables` module (pip-nftables over Debian's libnftables1) is importable."""
-    if list(argv) == ["nft", "-f", "-"] and (nft := _libnftables()) is not None:
-        rc, out, err = nft.cmd(stdin or "")
-        if rc != 0:
-            raise PolicyError(f"nft -f - failed: {err.strip() or out.strip()}")
-        return out
+    """Run a command as a process (`PolicyTables` sends nft in-process instead when given this)."""
     done = subprocess.run(list(argv), input=stdin, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise PolicyError(f"{' '.join(argv[:3])} failed: {done.stderr.strip() or done.stdout.strip()}")
     return done.stdout
-
-
-_local = threading.local()
-
-
-def _libnftables():
-    """One libnftables context per thread (a context is not thread-safe), or None without it."""
-    if not hasattr(_local, "nft"):
-        try:
-            import nftables
-        except (ImportError, OSError):  # no module, or no libnftables.so.1
-            _local.nft = None
-        else:
-            _local.nft = nftables.Nftables()
-            _local.nft.set_json_output(False)
-    return _local.nft
 
 
 def _h(identity: str) -> str:
@@ -103,16 +91,25 @@ class PolicySet:
         return False
 
 
+@dataclass(frozen=True)
+class Programmed:
+    """The policy table as the kernel holds it: the state and the identity numbers it uses."""
+
+    state: PolicySet
+    numbers: Mapping[str, int]
+
+
 def _mentioned(state: PolicySet) -> set[str]:
     return set(state.identities) | {s for p in state.policies.values() for s, _, _ in p.allowed}
 
 
 def numbered(state: PolicySet, numbers: Mapping[str, int] | None = None) -> dict[str, int]:
-    """Identity → mark for every identity `state` mentions: kept from `numbers`, new ones after the
+    """Identity → mark for every identity `state` mentions: kept from `numbers`, new ones above the
     highest given (or from 1, in name order, when `numbers` is None: a replaced table)."""
-    out = {n: i for n, i in (numbers or {}).items() if n in _mentioned(state)}
+    mentioned = _mentioned(state)
+    out = {n: i for n, i in (numbers or {}).items() if n in mentioned}
     top = max((numbers or {}).values(), default=0)
-    for name in sorted(_mentioned(state) - set(out)):
+    for name in sorted(mentioned - set(out)):
         top += 1
         out[name] = top
     return out
@@ -145,6 +142,23 @@ def _ipcache(state: PolicySet, numbers: Mapping[str, int]) -> dict[str, int]:
     return out
 
 
+def _fixed_rules(h: str) -> list[str]:
+    """One guarded identity's chain, written as `nft list` shows it (the read-back compares)."""
+    reset = "meta mark set 0x00000000"
+    return [reset,
+            "meta mark set ip saddr map @ipcache",
+            f"meta mark . meta l4proto . th dport @t_{h} {reset} accept",
+            f"meta mark . meta l4proto @p_{h} {reset} accept",
+            f"meta mark @s_{h} {reset} accept",
+            f'{reset} counter name "drop_{h}" drop']
+
+
+def _forward_rules(gateway: str | None) -> list[str]:
+    return ["ct state established,related accept",
+            *([f"ip saddr {gateway} accept"] if gateway else []),
+            "ip daddr vmap @guarded"]
+
+
 def _destination(table: str, destination: str, ingress: PolicyIngress,
                  numbers: Mapping[str, int]) -> list[str]:
     """Commands that create one guarded identity's counter, sets and fixed chain."""
@@ -153,13 +167,8 @@ def _destination(table: str, destination: str, ingress: PolicyIngress,
     for kind, elements in _elements(ingress, numbers).items():
         listed = f" elements = {{ {', '.join(sorted(elements))} }};" if elements else ""
         out.append(f"add set inet {table} {kind}_{h} {{ type {_SET_TYPES[kind]};{listed} }}")
-    out += [f"add chain inet {table} d_{h}",
-            f"add rule inet {table} d_{h} meta mark set 0",
-            f"add rule inet {table} d_{h} meta mark set ip saddr map @ipcache",
-            f"add rule inet {table} d_{h} meta mark . meta l4proto . th dport @t_{h} meta mark set 0 accept",
-            f"add rule inet {table} d_{h} meta mark . meta l4proto @p_{h} meta mark set 0 accept",
-            f"add rule inet {table} d_{h} meta mark @s_{h} meta mark set 0 accept",
-            f"add rule inet {table} d_{h} meta mark set 0 counter name drop_{h} drop"]
+    out.append(f"add chain inet {table} d_{h}")
+    out += [f"add rule inet {table} d_{h} {rule}" for rule in _fixed_rules(h)]
     return out
 
 
@@ -170,31 +179,41 @@ def _map_line(table: str, verb: str, name: str, entries: Mapping[str, str]) -> l
             + ", ".join(f"{k} : {v}" for k, v in sorted(entries.items())) + " }"]
 
 
+def _names_line(table: str, verb: str, numbers: Mapping[str, int]) -> list[str]:
+    if not numbers:
+        return []
+    if verb == "delete":
+        listed = ", ".join(str(n) for n in sorted(numbers.values()))
+        return [f"delete element inet {table} names {{ {listed} }}"]
+    return [f"add element inet {table} names {{ "
+            + ", ".join(f'{n} comment "{name}"' for name, n in sorted(numbers.items())) + " }"]
+
+
 def render(table: str, gateway: str | None, state: PolicySet, numbers: Mapping[str, int]) -> str:
     """The nft script that replaces `table` with `state` in one transaction."""
     lines = [f"table inet {table}", f"delete table inet {table}", f"add table inet {table}",
+             f"add set inet {table} names {{ type mark; }}",
              f"add map inet {table} ipcache {{ type ipv4_addr : mark; }}",
              f"add map inet {table} guarded {{ type ipv4_addr : verdict; }}"]
+    lines += _names_line(table, "add", numbers)
     for destination, ingress in sorted(state.policies.items()):
         lines += _destination(table, destination, ingress, numbers)
     lines += _map_line(table, "add", "ipcache", {ip: str(n) for ip, n in _ipcache(state, numbers).items()})
     lines += _map_line(table, "add", "guarded", {ip: f"jump d_{_h(d)}" for d, p in state.policies.items()
                                                  for ip in p.local_ips})
-    hook = "type filter hook forward priority filter - 5; policy accept;"
-    lines += [f"add chain inet {table} forward {{ {hook} }}",
-              f"add rule inet {table} forward ct state established,related accept"]
-    if gateway:
-        lines.append(f"add rule inet {table} forward ip saddr {gateway} accept")
-    lines.append(f"add rule inet {table} forward ip daddr vmap @guarded")
+    lines.append(f"add chain inet {table} forward {{ {_FORWARD_HOOK} }}")
+    lines += [f"add rule inet {table} forward {rule}" for rule in _forward_rules(gateway)]
     return "\n".join(lines) + "\n"
 
 
 def render_delta(table: str, old: PolicySet, new: PolicySet, old_numbers: Mapping[str, int],
                  numbers: Mapping[str, int]) -> str:
-    """The nft script that turns `old` into `new` element by element (one transaction): a grant,
-    a revocation or a relabel is a few set elements; only a destination that becomes (or stops
-    being) default-deny adds (or deletes) its chain and sets."""
+    """The nft script that turns `old` into `new` element by element (one transaction; empty when
+    nothing differs): a grant, a revocation or a relabel is a few set elements; only a destination
+    that becomes (or stops being) default-deny adds (or deletes) its chain and sets."""
     out: list[str] = []
+    out += _names_line(table, "delete", {n: i for n, i in old_numbers.items() if numbers.get(n) != i})
+    out += _names_line(table, "add", {n: i for n, i in numbers.items() if old_numbers.get(n) != i})
     for destination, ingress in sorted(new.policies.items()):
         previous = old.policies.get(destination)
         if previous is None:
@@ -223,53 +242,135 @@ def render_delta(table: str, old: PolicySet, new: PolicySet, old_numbers: Mappin
         out.append(f"delete chain inet {table} d_{h}")
         out += [f"delete set inet {table} {kind}_{h}" for kind in _SET_TYPES]
         out.append(f"delete counter inet {table} drop_{h}")
-    return "\n".join(out) + "\n"
+    return "\n".join(out) + "\n" if out else ""
+
+
+def _listed_rules(body: str) -> list[str]:
+    return [line.strip() for line in body.splitlines() if line.strip()]
+
+
+def parse(text: str, gateway: str | None) -> Programmed | None:
+    """The state in an `nft list table inet cca_pol_…` listing, or None when the table is not this
+    layout (another layout, a chain edited by hand, a jump to a missing chain: replace it)."""
+    blocks = {(kind, name): body for kind, name, body in _BLOCK.findall(text)}
+
+    def elements(kind: str, name: str) -> str:
+        return blocks.get((kind, name), "").partition("elements = ")[2]
+
+    fixed = {("set", "names"), ("map", "ipcache"), ("map", "guarded"), ("chain", "forward")}
+    if not fixed <= set(blocks):
+        return None
+    forward = _listed_rules(blocks[("chain", "forward")])
+    if forward != [_FORWARD_HOOK, *_forward_rules(gateway)]:
+        return None
+    named = re.findall(rf'{_NUM} comment "([^"]*)"', elements("set", "names"))
+    marks = {int(n, 0): name for n, name in named}
+    destinations = {name[5:]: m.group(1) for (kind, name), body in blocks.items()
+                    if kind == "counter" and name.startswith("drop_")
+                    and (m := re.search(r'comment "([^"]*)"', body))}
+    known = fixed | {(kind, f"{prefix}_{h}") for h in destinations
+                     for kind, prefix in (("counter", "drop"), ("chain", "d"), ("set", "t"), ("set", "p"),
+                                          ("set", "s"))}
+    if set(blocks) != known:
+        return None  # a leftover of another layout, or a destination missing a part
+    if any(_listed_rules(blocks[("chain", f"d_{h}")]) != _fixed_rules(h) for h in destinations):
+        return None
+    identities: dict[str, set[str]] = {name: set() for name in marks.values()}
+    for ip, n in re.findall(rf"{_IP} : {_NUM}", elements("map", "ipcache")):
+        if int(n, 0) not in marks:
+            return None
+        identities[marks[int(n, 0)]].add(ip)
+    local: dict[str, set[str]] = {h: set() for h in destinations}
+    for ip, h in re.findall(rf"{_IP} : jump d_(\w+)", elements("map", "guarded")):
+        if h not in local:
+            return None
+        local[h].add(ip)
+    policies = {}
+    for h, destination in destinations.items():
+        tuples: dict[tuple[int, int], set[str]] = {}
+        for n, proto, port in re.findall(rf"{_NUM} \. (tcp|udp) \. (\d+)", elements("set", f"t_{h}")):
+            tuples.setdefault((int(n, 0), int(port)), set()).add(proto)
+        allowed = {(n, port, "any" if protos == {"tcp", "udp"} else proto)
+                   for (n, port), protos in tuples.items() for proto in protos}
+        allowed |= {(int(n, 0), 0, proto)
+                    for n, proto in re.findall(rf"{_NUM} \. (tcp|udp)", elements("set", f"p_{h}"))}
+        allowed |= {(int(n, 0), 0, "any") for n in re.findall(_NUM, elements("set", f"s_{h}"))}
+        if any(n not in marks for n, _, _ in allowed):
+            return None
+        sources = frozenset((marks[n], port, proto) for n, port, proto in allowed)
+        policies[destination] = PolicyIngress(destination, frozenset(local[h]), sources)
+    state = PolicySet({name: frozenset(ips) for name, ips in identities.items()}, policies)
+    return Programmed(state, {name: n for n, name in marks.items()})
 
 
 class PolicyTables:
-    """One node's policy table for bridge `bridge` (gateway: the bridge address, host and DNS)."""
+    """One node's policy table for bridge `bridge` (gateway: the bridge address, host and DNS).
+    The default runner sends nft in-process (libnftables), everything else as processes."""
 
     def __init__(self, bridge: str, gateway: str | None = None, run: Runner = run_command) -> None:
         self.table = f"cca_pol_{bridge}"
         self.gateway = gateway
-        self._run = run
+        self._run = libnft.runner(run, PolicyError) if run is run_command else run
         self.state = PolicySet({}, {})
         self.numbers: dict[str, int] = {}  # identity → its mark in this table
+        self._known = False  # state/numbers are the kernel's (programmed or read back)
         self.transactions = 0
-        self.replaced = 0  # full-table transactions (first apply, or repair after drift)
+        self.replaced = 0  # full-table transactions (no table, another layout, or a refused delta)
 
     def ensure_bridge_filtering(self) -> None:
         """Bridged (same-node) IPv4 traffic passes the inet forward hook (per network namespace)."""
         self._run(["sysctl", "-q", "-w", "net.bridge.bridge-nf-call-iptables=1"], None)
 
+    def programmed(self) -> Programmed | None:
+        """What the kernel's table holds (None: no table, or not this layout)."""
+        try:
+            text = self._run(["nft", "list", "table", "inet", self.table], None)
+        except PolicyError:
+            return None
+        return parse(text, self.gateway)
+
+    def repair(self) -> None:
+        """Forget what was programmed: the next apply reads the table back and repairs drift."""
+        self._known = False
+
     def apply(self, identities: Mapping[str, frozenset[str]], policies: Mapping[str, PolicyIngress]) -> None:
         """Enforce the new state in one transaction, then cut the established flows it revokes."""
         new = PolicySet(dict(identities), dict(policies))
-        if new == self.state:
+        known = self._known
+        if known and new == self.state:
             return
+        found = None if known else self.programmed()
+        if found is not None:  # a restart: repair the difference from what the kernel holds
+            self.state, self.numbers, self._known = found.state, dict(found.numbers), True
         old = self.state
-        if self.transactions:
+        if self._known:
             numbers = numbered(new, self.numbers)
+            script = render_delta(self.table, old, new, self.numbers, numbers)
             try:
-                self._run(["nft", "-f", "-"], render_delta(self.table, old, new, self.numbers, numbers))
+                if script:
+                    self._run(["nft", "-f", "-"], script)
+                    self.transactions += 1
                 self.numbers = numbers
             except PolicyError:  # the kernel drifted from what we programmed: replace the table
                 self._replace(new)
-        else:  # first apply (or after a restart): replace whatever is there
+        else:
             self._replace(new)
-        self.transactions += 1
-        self.state = new
-        self._cut_revoked(old, new)
+        self.state, self._known = new, True
+        # after a read-back, flows admitted before (say, by an agent that stopped before it cut
+        # them) are checked against every destination, not only the changed ones
+        self._cut_revoked(old if known else PolicySet({}, {}), new)
 
     def _replace(self, state: PolicySet) -> None:
         numbers = numbered(state)
         self._run(["nft", "-f", "-"], render(self.table, self.gateway, state, numbers))
         self.numbers = numbers
+        self.transactions += 1
         self.replaced += 1
 
     def admit(self, identity: str, ip: str) -> None:
         """Fail closed: before an instance of `identity` at `ip` starts, its address is under its
-        identity's policy (and in the identity's set) in the kernel. Open identities need nothing."""
+        identity's policy (and carries the identity's number) in the kernel. Open identities need
+        nothing."""
         ingress = self.state.policies.get(identity)
         if ingress is None or ip in ingress.local_ips:
             return
@@ -281,7 +382,7 @@ class PolicyTables:
 
     def teardown(self) -> None:
         self._run(["nft", "-f", "-"], f"table inet {self.table}\ndelete table inet {self.table}\n")
-        self.state, self.numbers = PolicySet({}, {}), {}
+        self.state, self.numbers, self._known = PolicySet({}, {}), {}, False
 
     def counters(self) -> dict[str, int]:
         """Dropped packets per guarded identity (from the kernel)."""
