@@ -32,10 +32,12 @@ in-process (agent/dataplane/libnft.py: no process spawned per change) with the d
 The first apply reads the table back and sends the difference (a missing table, another layout or
 a hand-edited chain: the table is replaced); later ones carry only changed elements (and the chain
 and sets of a destination that became or stopped being default-deny); a refused delta replaces it.
-Revocation: after a change, the conntrack entries towards each local address whose
-policy changed are listed and the ones the new policy no longer allows are deleted (`conntrack -D`),
-so established flows of a revoked pair end too. Fail closed: `admit(identity, ip)` puts a new
-instance's address under its identity's policy before the agent starts its process.
+Revocation: after a change that takes something away (a tuple revoked, an address leaving an
+allowed source's identity, a local address newly guarded; a grant takes nothing), the conntrack
+entries towards each local address of that destination are listed and the ones the new policy no
+longer allows are deleted (`conntrack -D`), so established flows of a revoked pair end too.
+Fail closed: `admit(identity, ip)` puts a new instance's address under its identity's policy
+before the agent starts its process.
 """
 
 from __future__ import annotations
@@ -398,13 +400,19 @@ class PolicyTables:
         return found
 
     def _cut_revoked(self, old: PolicySet, new: PolicySet) -> None:
+        """Only what a change takes away can end a flow: an allowed tuple revoked, an address that
+        no longer carries an allowed source's identity, or a local address newly guarded. A grant
+        takes nothing away, so it lists no conntrack entries (a process per address)."""
+        empty: frozenset[str] = frozenset()
         for destination, ingress in new.policies.items():
             before = old.policies.get(destination)
-            unchanged = before is not None and before.allowed == ingress.allowed and all(
-                old.identities.get(s) == new.identities.get(s) for s, _, _ in ingress.allowed)
-            if unchanged:
-                continue
-            for ip in sorted(ingress.local_ips):
+            if before is None or before.allowed - ingress.allowed or any(
+                    old.identities.get(s, empty) - new.identities.get(s, empty)
+                    for s in {s for s, _, _ in ingress.allowed}):
+                cut = ingress.local_ips
+            else:
+                cut = ingress.local_ips - before.local_ips
+            for ip in sorted(cut):
                 self._cut_flows_to(ip, destination, new)
 
     def _cut_flows_to(self, ip: str, destination: str, state: PolicySet) -> None:

@@ -285,3 +285,31 @@ def test_another_layout_or_a_hand_edited_chain_is_replaced(bare):
     assert restarted.replaced == 1 and restarted.programmed() is not None
     assert PolicyTables(bridge, "10.77.1.2", run=run).programmed() is None  # another gateway rule
     restarted.teardown()
+
+
+def test_only_a_change_that_takes_something_away_lists_conntrack():
+    """A grant cannot end an allowed flow, so it costs one nft transaction and no conntrack
+    process; a revocation or an address leaving an allowed identity lists the destination's flows."""
+    from ccattler.agent.dataplane.policy_nft import PolicyError
+
+    calls = []
+
+    def run(argv, stdin=None):
+        calls.append(list(argv[:2]))
+        if argv[:2] == ["nft", "list"]:
+            raise PolicyError("no table")  # nothing programmed yet: the first apply replaces
+        return ""
+
+    tables = PolicyTables("br0", "10.77.1.1", run=run)
+    tables.apply(*_policy(("shop/api", 5432, "tcp")))
+    calls.clear()
+    tables.apply(*_policy(("shop/api", 5432, "tcp"), ("shop/web", 80, "tcp")))  # a grant
+    assert calls == [["nft", "-f"]]
+    calls.clear()
+    identities, policies = _policy(("shop/api", 5432, "tcp"), ("shop/web", 80, "tcp"))
+    tables.apply(identities | {"shop/web": frozenset({"10.77.1.5"})}, policies)  # 10.77.1.6 left web
+    assert calls == [["nft", "-f"], ["conntrack", "-L"]]
+    calls.clear()
+    tables.apply(identities | {"shop/web": frozenset({"10.77.1.5"})},
+                 _policy(("shop/web", 80, "tcp"))[1])  # api revoked
+    assert calls == [["nft", "-f"], ["conntrack", "-L"]]
