@@ -45,7 +45,7 @@ from __future__ import annotations
 import hashlib
 import re
 import subprocess
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from ccattler.agent.dataplane import libnft
@@ -117,10 +117,10 @@ def numbered(state: PolicySet, numbers: Mapping[str, int] | None = None) -> dict
     return out
 
 
-def _elements(ingress: PolicyIngress, numbers: Mapping[str, int]) -> dict[str, set[str]]:
-    """The t_/p_/s_ set elements of one guarded identity's allowed tuples."""
+def _elements(allowed: Iterable[tuple[str, int, str]], numbers: Mapping[str, int]) -> dict[str, set[str]]:
+    """The t_/p_/s_ set elements of (some of) one guarded identity's allowed tuples."""
     out: dict[str, set[str]] = {"t": set(), "p": set(), "s": set()}
-    for source, port, protocol in ingress.allowed:
+    for source, port, protocol in allowed:
         mark = numbers[source]
         protos = ("tcp", "udp") if protocol == "any" else (protocol,)
         if port:
@@ -166,7 +166,7 @@ def _destination(table: str, destination: str, ingress: PolicyIngress,
     """Commands that create one guarded identity's counter, sets and fixed chain."""
     h = _h(destination)
     out = [f"add counter inet {table} drop_{h} {{ comment \"{destination}\"; }}"]
-    for kind, elements in _elements(ingress, numbers).items():
+    for kind, elements in _elements(ingress.allowed, numbers).items():
         listed = f" elements = {{ {', '.join(sorted(elements))} }};" if elements else ""
         out.append(f"add set inet {table} {kind}_{h} {{ type {_SET_TYPES[kind]};{listed} }}")
     out.append(f"add chain inet {table} d_{h}")
@@ -221,8 +221,14 @@ def render_delta(table: str, old: PolicySet, new: PolicySet, old_numbers: Mappin
         if previous is None:
             out += _destination(table, destination, ingress, numbers)
             continue
+        changed = previous.allowed ^ ingress.allowed
+        if not changed:
+            continue  # a kept identity keeps its number: the same tuples are the same elements
+        # elements are per source: only the changed tuples' sources can gain or lose one
+        touched = {source for source, _, _ in changed}
         h = _h(destination)
-        before, after = _elements(previous, old_numbers), _elements(ingress, numbers)
+        before = _elements((t for t in previous.allowed if t[0] in touched), old_numbers)
+        after = _elements((t for t in ingress.allowed if t[0] in touched), numbers)
         for kind in _SET_TYPES:
             if gone := before[kind] - after[kind]:
                 out.append(f"delete element inet {table} {kind}_{h} {{ {', '.join(sorted(gone))} }}")
@@ -404,11 +410,12 @@ class PolicyTables:
         no longer carries an allowed source's identity, or a local address newly guarded. A grant
         takes nothing away, so it lists no conntrack entries (a process per address)."""
         empty: frozenset[str] = frozenset()
+        shrunk = {n for n, ips in old.identities.items()
+                  if ips is not new.identities.get(n) and ips - new.identities.get(n, empty)}
         for destination, ingress in new.policies.items():
             before = old.policies.get(destination)
-            if before is None or before.allowed - ingress.allowed or any(
-                    old.identities.get(s, empty) - new.identities.get(s, empty)
-                    for s in {s for s, _, _ in ingress.allowed}):
+            if before is None or before.allowed - ingress.allowed or (
+                    shrunk and any(s in shrunk for s, _, _ in ingress.allowed)):
                 cut = ingress.local_ips
             else:
                 cut = ingress.local_ips - before.local_ips
