@@ -213,9 +213,10 @@ class NftablesDataPlane(DataPlane):
                 pass  # the port went away meanwhile
 
     def repair(self) -> None:
-        """Forget what was programmed: the next apply reads the kernel back and repairs drift."""
+        """Forget what was programmed: the next apply reads both tables back and repairs drift."""
         self._kernel = None
         self._inputs = ({}, {})
+        self.policy.repair()
 
     def _apply_services(self, state: DataPlaneState) -> None:
         try:
@@ -465,32 +466,14 @@ class NftablesDataPlane(DataPlane):
         return DataPlaneState(services=services, external=external, identities=identities, policies=policies)
 
     def _read_policy(self) -> tuple[dict[str, frozenset[str]], dict[str, PolicyIngress]]:
-        """The policy table as the kernel holds it: identity sets (named by their comment), the
-        guarded addresses and each destination chain's allow rules. Identities without addresses
-        are left out (the table keeps an empty set for every identity a rule names)."""
-        try:
-            text = self._run(["nft", "list", "table", "inet", self.policy.table], None)
-        except (policy_nft.PolicyError, ServiceTableError):
+        """The policy table as the kernel holds it, through the policy module's own reader (one
+        parser of its layout). Identities without addresses are left out (the table numbers every
+        identity a rule names); a missing table or one of another layout reads as no policy."""
+        found = self.policy.programmed()
+        if found is None:
             return {}, {}
-        blocks = {(kind, name): body for kind, name, body in _BLOCK.findall(text)}
-        names = {name[2:]: m.group(1) for (kind, name), body in blocks.items()
-                 if kind == "set" and name.startswith("i_") and (m := re.search(r'comment "([^"]*)"', body))}
-        identities = {names[h]: frozenset(_ADDR.findall(body.partition("elements")[2]))
-                      for (kind, name), body in blocks.items()
-                      if kind == "set" and (h := name[2:]) in names}
-        local: dict[str, set[str]] = {}
-        for ip, h in re.findall(rf"{_IP} : jump d_(\w+)", blocks.get(("map", "guarded"), "")):
-            local.setdefault(h, set()).add(ip)
-        policies = {}
-        for (kind, name), body in blocks.items():
-            if kind != "chain" or not name.startswith("d_") or name[2:] not in names:
-                continue
-            allowed = set()
-            for src, rest in re.findall(r"ip saddr @i_(\w+) (.*?)\s*accept", body):
-                allowed.add((names.get(src, f"#{src}"), *_allow(rest)))
-            dest = names[name[2:]]
-            policies[dest] = PolicyIngress(dest, frozenset(local.get(name[2:], ())), frozenset(allowed))
-        return {n: a for n, a in identities.items() if a}, policies
+        identities = {n: a for n, a in found.state.identities.items() if a}
+        return identities, dict(found.state.policies)
 
     def counters(self) -> dict[str, dict | int]:
         """New connections per VIP and per external port (element counters: the nat hooks see only
@@ -556,17 +539,6 @@ def _svc_elem(key: SvcKey) -> str:
 
 def _ext_elem(key: ExtKey) -> str:
     return f"{key[0]} . {key[1]}"
-
-
-def _allow(rest: str) -> tuple[int, str]:
-    """(port, protocol) of one policy allow rule's match after `ip saddr @set`, as nft lists it."""
-    if m := re.fullmatch(r"(tcp|udp) dport (\d+)", rest):
-        return int(m.group(2)), m.group(1)
-    if m := re.fullmatch(r"meta l4proto (tcp|udp)(?: th dport (\d+))?", rest):
-        return int(m.group(2) or 0), m.group(1)
-    if m := re.fullmatch(r"meta l4proto \{ tcp, udp \}(?: th dport (\d+))?", rest):
-        return int(m.group(1) or 0), "any"
-    return (0, "any") if not rest else (0, f"?{rest}")  # a bare `accept`; else shown as not understood
 
 
 def _check_ip(ip: str, what: str) -> None:

@@ -8,6 +8,7 @@ address under its identity's policy. Needs root, nft and conntrack; every name h
 
 from __future__ import annotations
 
+import hashlib
 import os
 import secrets
 import shutil
@@ -166,9 +167,149 @@ def test_render_is_one_transaction_and_state_from_document():
                                 "allowed": [{"from": "a/x", "port": 53, "protocol": "udp", "rule": "r"}]}}}
     identities, policies = policy_state(doc)
     assert policies["b/y"] == PolicyIngress("b/y", frozenset({"10.0.0.2"}), frozenset({("a/x", 53, "udp")}))
-    from ccattler.agent.dataplane.policy_nft import PolicySet
+    from ccattler.agent.dataplane.policy_nft import PolicySet, numbered
 
-    script = render("cca_pol_br0", "10.0.0.254", PolicySet(identities, policies))
+    state = PolicySet(identities, policies)
+    script = render("cca_pol_br0", "10.0.0.254", state, numbered(state))
     assert script.startswith("table inet cca_pol_br0\ndelete table inet cca_pol_br0\n")
-    assert "meta l4proto udp th dport 53 accept" in script and "ip daddr vmap @guarded" in script
+    # a/x is mark 1 (name order), its grant a set element; no rule names a tuple
+    assert "add set inet cca_pol_br0 t_" in script and "elements = { 1 . udp . 53 }" in script
+    assert "ip daddr vmap @guarded" in script and "10.0.0.1 : 1" in script
     assert policy_state(None) == ({}, {})
+
+
+def test_grants_are_set_elements_through_libnftables_in_process(node):
+    """The agent's path: libnftables in the calling thread's namespace (no `nft` process), and a
+    grant or relabel adds elements — the rule count stays fixed however many tuples there are."""
+    from ccattler.agent.dataplane import libnft
+    from ccattler.agent.net import netns
+
+    if libnft.library() is None:
+        pytest.skip("no libnftables.so.1")
+
+    ns, _, _ = node
+    n = ns["n"]
+    tables = PolicyTables(f"inproc{secrets.token_hex(2)}", "10.77.1.1")  # default runner: in-process
+    identities = {f"t/s{i}": frozenset({f"10.78.{i // 250}.{i % 250 + 2}"}) for i in range(300)}
+    identities["shop/db"] = frozenset({"10.77.1.2"})
+
+    def rules() -> int:
+        listed = sh("ip", "netns", "exec", n, "nft", "-a", "list", "table", "inet", tables.table).stdout
+        return sum(1 for line in listed.splitlines() if "# handle" in line and "{" not in line)  # rules
+
+    few = {"shop/db": PolicyIngress("shop/db", frozenset({"10.77.1.2"}), frozenset({("t/s0", 5432, "tcp")}))}
+    netns.run_in(n, lambda: tables.apply(identities, few))
+    fixed = rules()
+    many = {"shop/db": PolicyIngress("shop/db", frozenset({"10.77.1.2"}),
+                                     frozenset((f"t/s{i}", 5432, "tcp") for i in range(300)))}
+    netns.run_in(n, lambda: tables.apply(identities, many))
+    assert tables.replaced == 1 and tables.transactions == 2  # the second was a delta
+    assert rules() == fixed, "300 grants added elements, not rules"
+    netns.run_in(n, lambda: tables.teardown())
+
+
+@pytest.fixture
+def bare():
+    """A network namespace only (no traffic): the policy table's read-back and repair."""
+    from ccattler.agent.net import netns
+
+    name = f"npr{secrets.token_hex(3)}"
+    netns.create(name)
+    try:
+        def run(argv, stdin=None):
+            return run_command(["ip", "netns", "exec", name, *argv], stdin)
+
+        yield run
+    finally:
+        netns.remove(name)
+
+
+def _policy(*allowed):
+    identities = {"shop/db": frozenset({"10.77.1.2"}), "shop/api": frozenset({"10.77.1.3"}),
+                  "shop/web": frozenset({"10.77.1.5", "10.77.1.6"})}
+    return identities, {"shop/db": PolicyIngress("shop/db", frozenset({"10.77.1.2"}), frozenset(allowed))}
+
+
+def test_restart_reads_the_table_back_and_repairs_only_the_difference(bare):
+    run = bare
+    bridge = f"rb{secrets.token_hex(2)}"
+    first = PolicyTables(bridge, "10.77.1.1", run=run)
+    wanted = _policy(("shop/api", 5432, "tcp"), ("shop/web", 0, "any"), ("shop/web", 80, "any"),
+                     ("shop/api", 0, "udp"))
+    first.apply(*wanted)
+    found = first.programmed()
+    assert found is not None and dict(found.state.policies) == wanted[1]
+    assert {k: v for k, v in found.state.identities.items() if v} == wanted[0]
+    assert dict(found.numbers) == first.numbers
+
+    again = PolicyTables(bridge, "10.77.1.1", run=run)  # a restarted agent, same kernel
+    again.apply(*wanted)
+    assert again.transactions == 0 and again.replaced == 0 and again.numbers == first.numbers
+
+    # drift while the agent is down: a grant element removed, a stray address numbered
+    h = hashlib.sha256(b"shop/db").hexdigest()[:16]
+    api = first.numbers["shop/api"]
+    run(["nft", "-f", "-"], f"delete element inet {first.table} t_{h} {{ {api} . tcp . 5432 }}\n"
+                            f"add element inet {first.table} ipcache {{ 10.77.1.9 : {api} }}\n")
+    repaired = PolicyTables(bridge, "10.77.1.1", run=run)
+    repaired.apply(*wanted)
+    assert repaired.transactions == 1 and repaired.replaced == 0  # a repair, not a new table
+    assert dict(repaired.programmed().state.policies) == wanted[1]
+    assert "10.77.1.9" not in repaired.programmed().state.identities["shop/api"]
+
+    # a new source identity gets the next number; the others keep theirs
+    grown = (dict(wanted[0]) | {"shop/new": frozenset({"10.77.1.7"})},
+             {"shop/db": PolicyIngress("shop/db", frozenset({"10.77.1.2"}),
+                                       wanted[1]["shop/db"].allowed | {("shop/new", 22, "tcp")})})
+    repaired.apply(*grown)
+    assert repaired.replaced == 0 and repaired.numbers["shop/new"] == max(first.numbers.values()) + 1
+    assert {k: v for k, v in repaired.numbers.items() if k != "shop/new"} == first.numbers
+    repaired.teardown()
+
+
+def test_another_layout_or_a_hand_edited_chain_is_replaced(bare):
+    run = bare
+    bridge = f"rb{secrets.token_hex(2)}"
+    table = f"cca_pol_{bridge}"
+    run(["nft", "-f", "-"], f"table inet {table} {{ set i_0123 {{ type ipv4_addr; }}; }}\n")  # the old layout
+    tables = PolicyTables(bridge, "10.77.1.1", run=run)
+    assert tables.programmed() is None
+    tables.apply(*_policy(("shop/api", 5432, "tcp")))
+    assert tables.replaced == 1 and "i_0123" not in run(["nft", "list", "table", "inet", table])
+
+    h = hashlib.sha256(b"shop/db").hexdigest()[:16]
+    run(["nft", "-f", "-"], f"insert rule inet {table} d_{h} accept\n")  # opens the destination
+    restarted = PolicyTables(bridge, "10.77.1.1", run=run)
+    assert restarted.programmed() is None
+    restarted.apply(*_policy(("shop/api", 5432, "tcp")))
+    assert restarted.replaced == 1 and restarted.programmed() is not None
+    assert PolicyTables(bridge, "10.77.1.2", run=run).programmed() is None  # another gateway rule
+    restarted.teardown()
+
+
+def test_only_a_change_that_takes_something_away_lists_conntrack():
+    """A grant cannot end an allowed flow, so it costs one nft transaction and no conntrack
+    process; a revocation or an address leaving an allowed identity lists the destination's flows."""
+    from ccattler.agent.dataplane.policy_nft import PolicyError
+
+    calls = []
+
+    def run(argv, stdin=None):
+        calls.append(list(argv[:2]))
+        if argv[:2] == ["nft", "list"]:
+            raise PolicyError("no table")  # nothing programmed yet: the first apply replaces
+        return ""
+
+    tables = PolicyTables("br0", "10.77.1.1", run=run)
+    tables.apply(*_policy(("shop/api", 5432, "tcp")))
+    calls.clear()
+    tables.apply(*_policy(("shop/api", 5432, "tcp"), ("shop/web", 80, "tcp")))  # a grant
+    assert calls == [["nft", "-f"]]
+    calls.clear()
+    identities, policies = _policy(("shop/api", 5432, "tcp"), ("shop/web", 80, "tcp"))
+    tables.apply(identities | {"shop/web": frozenset({"10.77.1.5"})}, policies)  # 10.77.1.6 left web
+    assert calls == [["nft", "-f"], ["conntrack", "-L"]]
+    calls.clear()
+    tables.apply(identities | {"shop/web": frozenset({"10.77.1.5"})},
+                 _policy(("shop/web", 80, "tcp"))[1])  # api revoked
+    assert calls == [["nft", "-f"], ["conntrack", "-L"]]
