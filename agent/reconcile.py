@@ -43,7 +43,7 @@ class Backoff:
     """Restart delays: `initial` doubling up to `maximum`; `reset_after` seconds up forgets failures."""
 
     initial: float = 1.0
-    maximum: float = 60.0
+    maximum: float = 30.0  # capped at 30 s: a crash loop is retried (and counted by rollouts) often enough
     reset_after: float = 60.0
 
     def delay(self, failures: int) -> float:
@@ -243,6 +243,7 @@ class Reconciler:
                 record.reason = None
         except (CcaError, OSError) as exc:
             record.failures += 1
+            record.restarts += 1  # a failed start is a failure too: rollouts count them (engine/rollout)
             delay = self.backoff.delay(record.failures)
             record.retry_at = self.clock() + delay
             record.reason = f"start failed: {exc}"

@@ -11,6 +11,11 @@ from ccattler.dsl.ast import Node
 from ccattler.dsl.compiler.context import Unit
 from ccattler.dsl.compiler.service_parts import compile_placement, compile_probes, compile_scale
 
+#: A rollout that makes no progress this long (milliseconds) rolls back: `update { deadline 10m }`.
+DEFAULT_DEADLINE_MS = 600_000
+#: Below this a deadline is a lint warning: one capped restart delay (agent Backoff) exceeds it.
+MIN_SENSIBLE_DEADLINE_MS = 30_000
+
 _REPEATABLE = frozenset({"expose", "secret", "connection", "volume", "init"})
 
 
@@ -147,8 +152,15 @@ def _init(u: Unit, node: Node) -> dict:
 
 def _update(u: Unit, node: Node | None) -> dict:
     f = u.singles(node, "update") if node else {}
+    deadline = u.value(f.get("deadline"), q.duration, DEFAULT_DEADLINE_MS)
+    if isinstance(deadline, int) and deadline < MIN_SENSIBLE_DEADLINE_MS:
+        u.warn(f["deadline"].values[0].span, "short-deadline",
+               f"update deadline {deadline / 1000:g}s is shorter than one crash-loop backoff (30s): "
+               "a rollout whose instances restart once rolls back", "use at least deadline 1m")
     return {"max_unavailable": u.value(f.get("max_unavailable"), q.count, 1),
-            "max_extra": u.value(f.get("max_extra"), q.count, 1)}
+            "max_extra": u.value(f.get("max_extra"), q.count, 1),
+            # milliseconds without progress after which a rollout rolls back (engine/rollout)
+            "deadline": deadline}
 
 
 def _disruption(u: Unit, node: Node | None, what: str) -> dict:
