@@ -1,0 +1,1 @@
+"""Voluntary disruptions: the shared availability budget, drains and rebalancing moves."""

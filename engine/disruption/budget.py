@@ -1,0 +1,25 @@
+"""One availability budget for every voluntary disruption: rollout, drain, rebalancing, resize.
+
+A service keeps at least `floor` ready instances. Kubernetes' PodDisruptionBudget is the model:
+`disruption.min_available`, or `instances - disruption.max_unavailable`; without a disruption
+block the update's `max_unavailable` (default 1) bounds it.
+"""
+
+
+def floor(service: dict) -> int:
+    """Ready instances the service must keep through any voluntary disruption."""
+    instances = service.get("instances")
+    if not isinstance(instances, int) or instances <= 0:
+        return 0
+    disruption = service.get("disruption") or {}
+    if disruption.get("min_available") is not None:
+        return min(instances, disruption["min_available"])
+    if disruption.get("max_unavailable") is not None:
+        return max(0, instances - disruption["max_unavailable"])
+    update = service.get("update") or {}
+    return max(0, instances - update.get("max_unavailable", 1))
+
+
+def disruptions_allowed(service: dict, ready: int) -> int:
+    """How many more ready instances may be taken down now without breaking the floor."""
+    return max(0, ready - floor(service))
