@@ -32,6 +32,16 @@ def _short(text: str | None, width: int = 60) -> str | None:
     return text if not text or len(text) <= width else text[:width - 1] + "…"
 
 
+def node_condition(row: dict) -> str:
+    """`draining (waits: web floor 2)`: the condition with what a drain waits for."""
+    condition = row["condition"]
+    if row.get("waits"):
+        return f"{condition} (waits: {'; '.join(row['waits'])})"
+    if row.get("moving"):
+        return f"{condition} (moving: {', '.join(row['moving'])})"
+    return condition
+
+
 def _tags(doc: dict | None) -> str:
     return _pairs((doc or {}).get("tags"))
 
@@ -53,7 +63,7 @@ COLUMNS: dict[str, tuple[list[Column], list[Column]]] = {
         [("ip", lambda r: r["ip"]), ("image", lambda r: r["value"].get("image"))],
     ),
     "nodes": (
-        [("name", _name), ("condition", lambda r: r["condition"]), ("instances", lambda r: r["instances"]),
+        [("name", _name), ("condition", node_condition), ("instances", lambda r: r["instances"]),
          ("cpu", lambda r: ((r["value"].get("capacity") or {}).get("cpu"))),
          ("memory", lambda r: _mib((r["value"].get("capacity") or {}).get("memory"))),
          ("zone", lambda r: r.get("zone"))],

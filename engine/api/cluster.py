@@ -16,6 +16,7 @@ from ccattler.engine.api import audit, views
 from ccattler.engine.api.calls import Call
 from ccattler.engine.api.errors import BadRequest, NotFound
 from ccattler.engine.api.gen.ccattler.v1 import api_pb2
+from ccattler.engine.api.node_calls import NodeCalls, intent_summary
 from ccattler.engine.api.sources import wire_sources
 from ccattler.engine.api.tunnel import TunnelHub
 from ccattler.engine.api.workload_calls import WorkloadCalls
@@ -67,7 +68,7 @@ def _tenant(request: Any) -> str:
     return tenant
 
 
-class ClusterService(WorkloadCalls):
+class ClusterService(WorkloadCalls, NodeCalls):
     """ccattler.v1.Cluster over one store."""
 
     def __init__(self, store: Store, keys: KeyProvider, tunnels: TunnelHub | None = None) -> None:
@@ -84,6 +85,8 @@ class ClusterService(WorkloadCalls):
             return f"scale {tenant}{request.service} to {request.instances}"
         if method == "MetricSet":
             return f"metric {request.name} of {request.service}"
+        if method == "NodeIntent":
+            return intent_summary(request)
         if method not in _AUDITED:
             return None
         if method in ("Apply", "Delete") and len(getattr(request, "sources", ())) > 0:

@@ -107,6 +107,8 @@ def nodes(store: Store) -> list[dict[str, Any]]:
     observed, revision = store.range("observed/node/")
     declared = {f.key.split("/")[2]: f.value for f in store.range("desired/node/", revision)[0]}
     condition = {f.key.split("/")[2]: f.value for f in store.range("derived/node/", revision)[0]}
+    intents = {f.key.split("/")[2]: f.value for f in store.range("intent/node/", revision)[0]}
+    drains = {f.key.split("/")[2]: f.value for f in store.range("derived/drain/", revision)[0]}
     placed: dict[str, int] = {}
     for fact in store.range("derived/placement/", revision)[0]:
         placed[fact.value.get("node")] = placed.get(fact.value.get("node"), 0) + 1
@@ -120,6 +122,10 @@ def nodes(store: Store) -> list[dict[str, Any]]:
         mine = declared.get(name) or {}
         rows.append({"key": f"observed/node/{name}", "name": name, "tenant": None, "value": value,
                      "declared": declared.get(name), "condition": cond, "instances": placed.get(name, 0),
+                     # cca drain / disable-node, and what a drain waits for (disruption controller)
+                     "intent": (intents.get(name) or {}).get("intent"),
+                     "waits": list((drains.get(name) or {}).get("waits") or ()),
+                     "moving": list((drains.get(name) or {}).get("moving") or ()),
                      # as placement sees them (engine/placement/model.py): declared over the agent's
                      "zone": mine.get("zone") or value.get("zone"),
                      "labels": {**(value.get("labels") or {}), **(mine.get("labels") or {})},

@@ -19,7 +19,9 @@ from typing import Any, ClassVar, NamedTuple
 
 from ccattler.engine.autoscale.effective import SCALE, effective_service
 from ccattler.engine.controllers.ordered_stop import OBSERVED, StopWindow, ordinal_of, removable, stop_window
+from ccattler.engine.disruption.surge import surge
 from ccattler.engine.facts import ServiceRef, instance_key
+from ccattler.engine.facts.keys import DISRUPTIONS
 from ccattler.engine.facts.snapshot import ChangeSet, Snapshot
 
 SERVICES = "desired/service/"
@@ -88,7 +90,7 @@ class InstanceController:
     """Keeps `derived/instance/<tenant>/<service>/<instance>` in line with `desired/service/...`."""
 
     name: ClassVar[str] = "instance"
-    reads: ClassVar[tuple[str, ...]] = (SERVICES, INSTANCES, ROLLOUTS, SCALE, *OBSERVED)
+    reads: ClassVar[tuple[str, ...]] = (SERVICES, INSTANCES, ROLLOUTS, SCALE, DISRUPTIONS, *OBSERVED)
     writes: ClassVar[tuple[str, ...]] = (INSTANCES,)
 
     def __init__(self) -> None:
@@ -111,7 +113,8 @@ class InstanceController:
     def depends_on(self, key: str) -> tuple[str, ...]:
         """An instance is derived from its service: commits are guarded by the service's revision."""
         tenant, service, _ = key[len(INSTANCES):].split("/", 2)
-        return (f"{SERVICES}{tenant}/{service}", f"{ROLLOUTS}{tenant}/{service}")
+        return (f"{SERVICES}{tenant}/{service}", f"{ROLLOUTS}{tenant}/{service}",
+                f"{DISRUPTIONS}{tenant}/{service}")
 
     def reconcile(self, snapshot: Snapshot, now: float) -> ChangeSet:
         # One pass, grouped by the "tenant/service" text (cheaper than a ServiceRef per instance).
@@ -140,28 +143,29 @@ class InstanceController:
             if replica_count(service) is None:
                 continue  # malformed (admission should have refused it): leave its instances alone
             rollout = snapshot.get(ROLLOUTS + full)
+            disruption = snapshot.get(DISRUPTIONS + full)  # a drain's surge and removals
             ref = ServiceRef(*full.split("/", 1))
-            inputs = (service, rollout, {inst.key: inst.doc for inst in have})
+            inputs = (service, rollout, {inst.key: inst.doc for inst in have}, disruption)
             before = self._settled.get(full)
-            same = before is not None and before[:3] == inputs
+            same = before is not None and before[:4] == inputs
             # Agents' reports are an input only while a stateful scale-down is pending (a window),
             # and whether one is pending follows from the other inputs: no need to look otherwise.
             window = None
-            if service.get("stateful") and not (same and before[3] is None):
+            if service.get("stateful") and not (same and before[4] is None):
                 ordinals = (ordinal_of(ref.name, inst.name, inst.doc) for inst in have)
                 window = stop_window(snapshot, ref, replica_count(service) or 0,
                                      [o for o in ordinals if o is not None])
                 if window is not None:
                     waiting.update(window.keys)
             inputs = (*inputs, window)
-            if same and before[3] == window:
+            if same and before[4] == window:
                 settled[full] = inputs
                 continue
             changes_before = len(puts) + len(deletes)
             if service.get("stateful"):
                 _stateful(ref, service, rollout, have, window, puts, deletes)
             else:
-                _stateless(ref, service, rollout, have, puts, deletes, groups)
+                _stateless(ref, service, rollout, have, puts, deletes, groups, disruption)
             if len(puts) + len(deletes) == changes_before:
                 settled[full] = inputs
         self._settled = settled
@@ -194,11 +198,15 @@ def _stateless(
     puts: dict[str, Any],
     deletes: set[str],
     groups: list[frozenset[str]],
+    disruption: Mapping[str, Any] | None = None,
 ) -> None:
     spec = spec_hash(service)
     counts = rollout_counts(service, spec, rollout)
+    # A drain (engine/disruption): surge instances on top, and the drained ones it removes.
+    counts, have, evicted = surge(counts, spec, have, [inst.name for inst in have], disruption)
     by_spec: dict[str, list[_Existing]] = defaultdict(list)
-    removed: list[str] = []
+    removed: list[str] = [inst.key for inst in evicted]
+    taken = {inst.name for inst in evicted}
     for inst in have:
         if inst.doc.get("ordinal") is None:
             by_spec[str(inst.doc.get("spec"))].append(inst)
@@ -216,7 +224,7 @@ def _stateless(
                 if dict(inst.doc) != want:
                     puts[inst.key] = want
 
-    taken = {inst.name for inst in have}
+    taken |= {inst.name for inst in have}
     created: list[str] = []
     slot = 0
     while len(created) < counts[spec] - kept_current:

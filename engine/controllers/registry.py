@@ -1,7 +1,8 @@
 """The controllers the server's runner (and `cca plan`'s settle) runs, in the order they run.
 
 Order matters for settling quickly: instances exist before they are placed, node conditions are
-known before placement avoids down nodes, and addresses follow placements. The knobs are
+known before placement avoids down nodes (and before the disruption controller drains them; its
+moves reach placement in the same round), and addresses follow placements. The knobs are
 `ControllerConfig`'s fields (cluster CIDR, per-node prefix, service CIDR, placement options).
 """
 
@@ -15,6 +16,8 @@ from ccattler.engine.controllers.failure import FailureController
 from ccattler.engine.controllers.instance import InstanceController
 from ccattler.engine.controllers.network import DEFAULT_CLUSTER_CIDR, DEFAULT_NODE_PREFIX, NetworkController
 from ccattler.engine.controllers.vip import DEFAULT_SERVICE_CIDR
+from ccattler.engine.disruption.controller import DisruptionController
+from ccattler.engine.disruption.rebalance import RebalanceOptions
 from ccattler.engine.facts.snapshot import Controller
 from ccattler.engine.netpolicy.controller import NetpolicyController
 from ccattler.engine.placement.controller import PlacementController
@@ -30,16 +33,18 @@ class ControllerConfig:
     service_cidr: str = DEFAULT_SERVICE_CIDR
     placement: PlanOptions | None = None
     time_zone: str = "UTC"  # the cluster's: schedule windows of `scale` blocks
+    rebalance: RebalanceOptions | None = None
 
 
 def default_controllers(config: ControllerConfig | None = None) -> list[Controller]:
-    """Autoscaler → instance → failure → placement → network → endpoint → netpolicy: what
+    """Autoscaler → instance → failure → disruption → placement → network → endpoint → netpolicy: what
     `cca server` and `cca up` run."""
     config = config or ControllerConfig()
     return [
         AutoscaleController(config.time_zone),
         InstanceController(),
         FailureController(),
+        DisruptionController(config.rebalance),
         PlacementController(config.placement),
         NetworkController(config.cluster_cidr, config.node_prefix, config.service_cidr),
         EndpointController(),

@@ -32,6 +32,7 @@ PREFIX_OWNERS: dict[str, str] = {
     "auth/": "api",
     "secret/": "api",
     "audit/": "api",
+    "intent/": "api",
     "derived/instance/": "instance-controller",
     "derived/rollout/": "rollout-controller",
     "derived/node/": "failure-controller",
@@ -42,6 +43,9 @@ PREFIX_OWNERS: dict[str, str] = {
     "derived/dns/": "network-controller",
     "derived/firewall/": "netpolicy-controller",
     "derived/scale/": "autoscaler",
+    "derived/disruption/": "disruption-controller",
+    "derived/drain/": "disruption-controller",
+    "derived/rebalance": "disruption-controller",
     "observed/node/": "agent",
     "observed/instance/": "agent",
     "observed/metric/": "agent",
@@ -158,3 +162,20 @@ def placement_key(tenant: str, instance: str) -> str:
     """`derived/placement/<tenant>/<instance>`."""
     return f"derived/placement/{tenant}/{_check_segment(instance, 'instance')}"
 
+
+
+#: A user's intent for a node (`cca drain`, `cca disable-node`; `cca enable-node` deletes it):
+#: written by the API server only, never by an apply, so no file's next apply prunes it.
+NODE_INTENT = "intent/node/"
+#: Per service, what the disruption controller asks of the instance and placement controllers:
+#: surge instances, instances to remove, instances to move (docs/controllers.md).
+DISRUPTIONS = "derived/disruption/"
+#: Per draining node, what its drain waits for (shown by `cca get nodes` / `cca describe node`).
+DRAINS = "derived/drain/"
+#: The rebalancer's last cycle (its moves and their gains) and when each instance last moved.
+REBALANCE = "derived/rebalance"
+
+
+def node_intent_key(node: str) -> str:
+    """`intent/node/<node>`."""
+    return NODE_INTENT + _check_segment(node, "node")

@@ -1,7 +1,7 @@
 """The placement controller: pending instances → `derived/placement/<tenant>/<instance>`.
 
 It runs rules/placement.lp (through `ccattler.engine.placement`) over the snapshot:
-placed instances stay where they are unless their node is gone, down or draining; every other
+placed instances stay where they are unless their node is gone or down; every other
 instance gets a node, or a document with `"node": null` and the aggregated reasons. Documents
 are rewritten only when the decision changes, so a second reconcile changes nothing. The knob is
 `PlanOptions` (solver budget, candidate pruning, operator extension directories).
@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from typing import Any, ClassVar
 
 from ccattler.engine.facts import placement_key
+from ccattler.engine.facts.keys import DISRUPTIONS
 from ccattler.engine.facts.snapshot import ChangeSet, Snapshot
 from ccattler.engine.placement.model import (
     DESIRED_NODES,
@@ -26,6 +27,7 @@ from ccattler.engine.placement.model import (
     Cluster,
     DocumentCache,
 )
+from ccattler.engine.placement.moves import Applied, apply_moves, requested
 from ccattler.engine.placement.reasons import summarize
 from ccattler.engine.placement.run import Plan, PlanOptions, plan
 
@@ -35,7 +37,7 @@ class PlacementController:
 
     name: ClassVar[str] = "placement"
     reads: ClassVar[tuple[str, ...]] = (
-        OBSERVED_NODES, DESIRED_NODES, NODE_CONDITIONS, SERVICES, INSTANCES, PLACEMENTS,
+        OBSERVED_NODES, DESIRED_NODES, NODE_CONDITIONS, SERVICES, INSTANCES, PLACEMENTS, DISRUPTIONS,
     )
     writes: ClassVar[tuple[str, ...]] = (PLACEMENTS,)
 
@@ -47,9 +49,10 @@ class PlacementController:
     def reconcile(self, snapshot: Snapshot, now: float) -> ChangeSet:
         with _gc_paused():
             cluster = Cluster.from_snapshot(snapshot, self._documents)
+            applied = apply_moves(cluster, requested(snapshot))  # the disruption controller's
             result = plan(cluster, self.options)
             self.last_plan = result
-            return changes(cluster, result)
+            return changes(cluster, result, applied)
 
 
 @contextmanager
@@ -65,10 +68,17 @@ def _gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-def changes(cluster: Cluster, result: Plan) -> ChangeSet:
-    """The puts and deletes that record `result` (only what differs from the snapshot)."""
+def changes(cluster: Cluster, result: Plan, applied: Applied | None = None) -> ChangeSet:
+    """The puts and deletes that record `result` and the moves applied (only what differs from
+    the snapshot)."""
     puts: dict[str, Any] = {}
+    applied = applied or Applied()
     by_key = {inst.key: inst for inst in cluster.instances}
+    for inst_key, (source, target) in sorted(applied.moved.items()):
+        inst = by_key[inst_key]
+        puts[placement_key(inst.tenant, inst.name)] = {
+            "service": inst.service, "instance": inst.name, "node": target, "revision": cluster.revision,
+            "score": None, "reasons": [], "moved_from": source}
     for inst_key, node in sorted(result.placements.items()):
         inst = by_key[inst_key]
         unit = cluster.services[inst.service].unit
@@ -78,6 +88,8 @@ def changes(cluster: Cluster, result: Plan) -> ChangeSet:
     for unit, instances in sorted(result.unplaced.items()):
         reasons = summarize(result.reasons.get(unit, ()))
         for inst in instances:
+            if inst.key in applied.replace:
+                continue  # asked to move, but nothing has room: it stays where it is
             key = placement_key(inst.tenant, inst.name)
             old = cluster.existing.get(key)
             if _same_unplaced(old, reasons):

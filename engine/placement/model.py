@@ -26,6 +26,9 @@ SERVICES = "desired/service/"
 INSTANCES = "derived/instance/"
 PLACEMENTS = "derived/placement/"
 GROUP_PREFIX = "group:"
+#: Conditions whose node keeps the instances placed on it: a draining or disabled node takes no
+#: new ones (`node_unready`), its own leave only through the disruption controller's budgets.
+KEEPS_INSTANCES = frozenset({"ready", "draining", "drained", "disabled"})
 
 
 def mib_up(nbytes: int) -> int:
@@ -34,7 +37,8 @@ def mib_up(nbytes: int) -> int:
 
 @dataclass(frozen=True, slots=True)
 class Node:
-    """A node as placement sees it; `condition` is ready, down or draining."""
+    """A node as placement sees it; `condition` is ready, down, draining, drained or disabled (only
+    ready nodes take new instances)."""
 
     name: str
     cpu: int
@@ -127,10 +131,10 @@ class Cluster:
                 continue
             placement = existing.get(f"{PLACEMENTS}{inst.tenant}/{inst.name}")
             node = placement.get("node") if isinstance(placement, Mapping) else None
-            if node is not None and node in nodes and nodes[node].condition == "ready":
+            if node is not None and node in nodes and nodes[node].condition in KEEPS_INSTANCES:
                 inst = Instance(inst.tenant, inst.name, inst.service, inst.ordinal, inst.cpu, inst.mem,
                                 node, key)
-            # otherwise: not placed, or its node is gone, down or draining: place it again
+            # otherwise: not placed, or its node is gone or down: place it again
             instances.append(inst)
         cache.keep_only(key for group in (groups[SERVICES], groups[INSTANCES]) for key, _ in group)
         return cls(nodes, services, instances, snapshot.revision, existing, tuple(skipped))

@@ -58,4 +58,4 @@ def test_a_declared_node_without_an_agent_is_down():
 
 
 def test_depends_on_guards_the_observed_node():
-    assert FailureController().depends_on("derived/node/n1") == ("observed/node/n1",)
+    assert FailureController().depends_on("derived/node/n1") == ("observed/node/n1", "intent/node/n1")

@@ -299,7 +299,8 @@ def test_a_rollout_document_keeps_old_instances_while_the_new_spec_comes_up():
 
 def test_depends_on_names_the_service_and_its_rollout():
     deps = InstanceController().depends_on("derived/instance/payments/checkout/checkout-bcdfg")
-    assert deps == ("desired/service/payments/checkout", "derived/rollout/payments/checkout")
+    assert deps == ("desired/service/payments/checkout", "derived/rollout/payments/checkout",
+                    "derived/disruption/payments/checkout")
 
 
 @pytest.mark.parametrize("bad", ["3", -1, None, 2.5, True])

@@ -262,6 +262,14 @@ class MetricRequest(_message.Message):
     value: float
     def __init__(self, service: _Optional[str] = ..., tenant: _Optional[str] = ..., name: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
 
+class NodeIntentRequest(_message.Message):
+    __slots__ = ("node", "intent")
+    NODE_FIELD_NUMBER: _ClassVar[int]
+    INTENT_FIELD_NUMBER: _ClassVar[int]
+    node: str
+    intent: str
+    def __init__(self, node: _Optional[str] = ..., intent: _Optional[str] = ...) -> None: ...
+
 class JoinRequest(_message.Message):
     __slots__ = ("token", "node", "csr")
     TOKEN_FIELD_NUMBER: _ClassVar[int]

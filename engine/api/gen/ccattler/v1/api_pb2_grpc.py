@@ -194,6 +194,11 @@ class ClusterStub:
                 request_serializer=ccattler_dot_v1_dot_api__pb2.ExplainNetworkRequest.SerializeToString,
                 response_deserializer=ccattler_dot_v1_dot_api__pb2.Json.FromString,
                 _registered_method=True)
+        self.NodeIntent = channel.unary_unary(
+                '/ccattler.v1.Cluster/NodeIntent',
+                request_serializer=ccattler_dot_v1_dot_api__pb2.NodeIntentRequest.SerializeToString,
+                response_deserializer=ccattler_dot_v1_dot_api__pb2.Json.FromString,
+                _registered_method=True)
 
 
 class ClusterServicer:
@@ -395,6 +400,13 @@ class ClusterServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def NodeIntent(self, request, context):
+        """`cca drain|disable-node|enable-node`: capability node.update, audited.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ClusterServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -556,6 +568,11 @@ def add_ClusterServicer_to_server(servicer, server):
             'ExplainNetwork': grpc.unary_unary_rpc_method_handler(
                     servicer.ExplainNetwork,
                     request_deserializer=ccattler_dot_v1_dot_api__pb2.ExplainNetworkRequest.FromString,
+                    response_serializer=ccattler_dot_v1_dot_api__pb2.Json.SerializeToString,
+            ),
+            'NodeIntent': grpc.unary_unary_rpc_method_handler(
+                    servicer.NodeIntent,
+                    request_deserializer=ccattler_dot_v1_dot_api__pb2.NodeIntentRequest.FromString,
                     response_serializer=ccattler_dot_v1_dot_api__pb2.Json.SerializeToString,
             ),
     }
@@ -1422,6 +1439,33 @@ class Cluster:
             target,
             '/ccattler.v1.Cluster/ExplainNetwork',
             ccattler_dot_v1_dot_api__pb2.ExplainNetworkRequest.SerializeToString,
+            ccattler_dot_v1_dot_api__pb2.Json.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def NodeIntent(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ccattler.v1.Cluster/NodeIntent',
+            ccattler_dot_v1_dot_api__pb2.NodeIntentRequest.SerializeToString,
             ccattler_dot_v1_dot_api__pb2.Json.FromString,
             options,
             channel_credentials,

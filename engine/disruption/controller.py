@@ -1,0 +1,151 @@
+"""The disruption controller: drains (and rebalancing moves) as steps within each service's budget.
+
+Reads the services, instances, placements, agents' instance reports, node conditions and rollout
+documents; writes `derived/disruption/<tenant>/<service>` (surge, removals, moves: read by the
+instance and placement controllers), `derived/drain/<node>` (what a draining node waits for) and
+`derived/rebalance` (the last rebalancing cycle and when instances last moved). Pure: time is the
+`now` the runner passes. docs/controllers.md has the rules.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from ccattler.engine.disruption.drain import Member, Step, drain_step, rollout_active
+from ccattler.engine.disruption.rebalance import RebalanceOptions, rebalance
+from ccattler.engine.facts.keys import DISRUPTIONS, DRAINS, REBALANCE, display_name
+from ccattler.engine.facts.snapshot import ChangeSet, Snapshot
+
+SERVICES = "desired/service/"
+INSTANCES = "derived/instance/"
+PLACEMENTS = "derived/placement/"
+OBSERVED = "observed/instance/"
+OBSERVED_NODES = "observed/node/"
+DESIRED_NODES = "desired/node/"
+CONDITIONS = "derived/node/"
+ROLLOUTS = "derived/rollout/"
+DRAINING = frozenset({"draining", "drained"})
+
+
+@dataclass(slots=True)
+class View:
+    """The snapshot, grouped once: per service its document and members; per node its condition."""
+
+    services: dict[str, Mapping[str, Any]]
+    members: dict[str, list[Member]]
+    placements: dict[str, str | None]  # "tenant/instance" → node
+    conditions: dict[str, str]
+    rollouts: dict[str, Mapping[str, Any]]
+    pending: int  # instances without a node
+
+
+def view(snapshot: Snapshot) -> View:
+    services: dict[str, Mapping[str, Any]] = {}
+    instances: list[tuple[str, str, Mapping[str, Any]]] = []
+    placements: dict[str, str | None] = {}
+    observed: dict[str, Mapping[str, Any]] = {}
+    conditions: dict[str, str] = {}
+    rollouts: dict[str, Mapping[str, Any]] = {}
+    for key, doc in snapshot.values.items():
+        if not isinstance(doc, Mapping):
+            continue
+        if key.startswith(INSTANCES):
+            full, _, name = key[len(INSTANCES):].rpartition("/")
+            instances.append((full, name, doc))
+        elif key.startswith(PLACEMENTS):
+            placements[key[len(PLACEMENTS):]] = doc.get("node")
+        elif key.startswith(OBSERVED):
+            observed[key[len(OBSERVED):]] = doc
+        elif key.startswith(SERVICES):
+            services[key[len(SERVICES):]] = doc
+        elif key.startswith(CONDITIONS):
+            conditions[key[len(CONDITIONS):]] = str(doc.get("condition"))
+        elif key.startswith(ROLLOUTS):
+            rollouts[key[len(ROLLOUTS):]] = doc
+    members: dict[str, list[Member]] = defaultdict(list)
+    pending = 0
+    for full, name, doc in sorted(instances, key=lambda item: (item[0], item[1])):
+        tenant = full.split("/", 1)[0]
+        node = placements.get(f"{tenant}/{name}")
+        pending += node is None
+        members[full].append(Member(name, node, is_ready(observed.get(f"{tenant}/{name}"), node),
+                                    doc.get("spec")))
+    return View(services, dict(members), placements, conditions, rollouts, pending)
+
+
+def is_ready(report: Mapping[str, Any] | None, node: str | None) -> bool:
+    """Ready: the agent of the node it is placed on reports it running and ready."""
+    return (node is not None and isinstance(report, Mapping) and report.get("node") == node
+            and report.get("state") == "running" and report.get("ready") is not False)
+
+
+class DisruptionController:
+    """Drains nodes and rebalances load, one budget-sized step at a time."""
+
+    name: ClassVar[str] = "disruption"
+    reads: ClassVar[tuple[str, ...]] = (
+        SERVICES, INSTANCES, PLACEMENTS, OBSERVED, OBSERVED_NODES, DESIRED_NODES, CONDITIONS, ROLLOUTS,
+        DISRUPTIONS, DRAINS, REBALANCE,
+    )
+    writes: ClassVar[tuple[str, ...]] = (DISRUPTIONS, DRAINS, REBALANCE)
+
+    def __init__(self, options: RebalanceOptions | None = None) -> None:
+        self.options = options or RebalanceOptions()
+        self.started: float | None = None  # the first `now` seen: the rebalancer's grace period
+        self._busy = True  # a drain or a move is under way: agents' reports matter
+
+    def wakes_on(self, key: str, *change: Any) -> bool:
+        """Agents' instance reports matter only while a drain or a move waits on readiness (the
+        periodic resync covers rebalancing); every other read always wakes it."""
+        return self._busy or not key.startswith(OBSERVED)
+
+    def reconcile(self, snapshot: Snapshot, now: float) -> ChangeSet:
+        if self.started is None:
+            self.started = now
+        v = view(snapshot)
+        draining = {n for n, c in v.conditions.items() if c in DRAINING}
+        steps: dict[str, Step] = {}
+        for full in sorted(v.members):
+            service = v.services.get(full)
+            if service is None:
+                continue
+            tenant, name = full.split("/", 1)
+            step = drain_step(display_name(tenant, name), service, v.members[full], draining,
+                              v.rollouts.get(full))
+            if step.document() is not None or step.waits:
+                steps[full] = step
+        moves, record = rebalance(snapshot, v, steps, now, self.started, self.options)
+        puts: dict[str, Any] = {}
+        wanted: dict[str, dict[str, Any]] = {}
+        for full, step in steps.items():
+            doc = step.document()
+            if doc is not None:
+                wanted[full] = doc
+        for full, targets in moves.items():
+            doc = wanted.setdefault(full, {"extra": 0, "remove": [], "move": {}})
+            doc["move"] = dict(sorted({**doc["move"], **targets}.items()))
+        for full, doc in wanted.items():
+            puts[DISRUPTIONS + full] = doc
+        for node in sorted(draining):
+            puts[DRAINS + node] = _drain_document(node, steps, v)
+        if record is not None:
+            puts[REBALANCE] = record
+        deletes = {k for k, _ in snapshot.under(DISRUPTIONS) if k[len(DISRUPTIONS):] not in wanted}
+        deletes |= {k for k, _ in snapshot.under(DRAINS) if k[len(DRAINS):] not in draining}
+        self._busy = bool(wanted) or bool(draining)
+        return ChangeSet(puts, frozenset(deletes))
+
+
+def _drain_document(node: str, steps: Mapping[str, Step], v: View) -> dict[str, Any]:
+    waits = sorted({step.waits[node] for step in steps.values() if node in step.waits})
+    left = sum(1 for members in v.members.values() for m in members if m.node == node)
+    moving = sorted(display_name(full.split("/", 1)[0], name) for full, step in steps.items()
+                    for name in step.moving if any(m.name == name and m.node == node
+                                                   for m in v.members[full]))
+    return {"node": node, "instances": left, "waits": waits, "moving": moving}
+
+
+__all__ = ["DisruptionController", "View", "is_ready", "rollout_active", "view"]

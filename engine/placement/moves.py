@@ -1,0 +1,79 @@
+"""Moves the disruption controller asks for (`derived/disruption/<tenant>/<service>` → `move`):
+`{instance: node}` re-places a running instance on that node (a rebalancing move the placement
+program chose) when the node is still ready and has room; `{instance: null}` places it again
+anywhere (a stateful instance leaving a drained node), and keeps it where it is when nothing fits.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from ccattler.engine.facts.keys import DISRUPTIONS
+from ccattler.engine.facts.snapshot import Snapshot
+from ccattler.engine.placement.model import Cluster, Instance
+
+
+@dataclass(slots=True)
+class Applied:
+    """What the moves changed in the cluster: instance key → (from, to) for moves to a node, and
+    the keys placed again from scratch (their old node kept when the plan finds none)."""
+
+    moved: dict[str, tuple[str, str]] = field(default_factory=dict)
+    replace: dict[str, str] = field(default_factory=dict)  # key → node it leaves
+
+
+def requested(snapshot: Snapshot) -> dict[tuple[str, str], str | None]:
+    """(tenant, instance) → target node (None: anywhere)."""
+    out: dict[tuple[str, str], str | None] = {}
+    for key, doc in snapshot.values.items():
+        if not key.startswith(DISRUPTIONS) or not isinstance(doc, Mapping):
+            continue
+        tenant = key[len(DISRUPTIONS):].split("/", 1)[0]
+        for name, node in (doc.get("move") or {}).items():
+            if node is None or isinstance(node, str):
+                out[tenant, str(name)] = node
+    return out
+
+
+def apply_moves(cluster: Cluster, moves: Mapping[tuple[str, str], str | None]) -> Applied:
+    """Rewrite `cluster.instances` for the moves that can happen now."""
+    applied = Applied()
+    if not moves:
+        return applied
+    used: dict[str, list[int]] = {}
+    for inst in cluster.instances:
+        if inst.node is not None:
+            u = used.setdefault(inst.node, [0, 0])
+            u[0] += inst.cpu
+            u[1] += inst.mem
+    out: list[Instance] = []
+    for inst in cluster.instances:
+        wanted = (inst.tenant, inst.name)
+        if inst.node is None or wanted not in moves or moves[wanted] == inst.node:
+            out.append(inst)
+            continue
+        target = moves[wanted]
+        here = cluster.nodes.get(inst.node)
+        if target is None and here is not None and here.condition == "ready":
+            out.append(inst)  # it has left the drained node already
+            continue
+        if target is None:
+            applied.replace[inst.key] = inst.node
+            out.append(dataclasses.replace(inst, node=None))
+            continue
+        node = cluster.nodes.get(target)
+        free = used.setdefault(target, [0, 0])
+        if node is None or node.condition != "ready" or free[0] + inst.cpu > node.cpu \
+                or free[1] + inst.mem > node.mem:
+            out.append(inst)  # no longer possible: stays
+            continue
+        free[0] += inst.cpu
+        free[1] += inst.mem
+        used[inst.node][0] -= inst.cpu
+        used[inst.node][1] -= inst.mem
+        applied.moved[inst.key] = (inst.node, target)
+        out.append(dataclasses.replace(inst, node=target))
+    cluster.instances = out
+    return applied
