@@ -19,6 +19,7 @@ MAX_OBJECT_CHARS = 2_000
 MAX_REASON_CHARS = 2_000
 #: File names a record lists before it summarises the rest as a count.
 _FILES_SHOWN = 20
+_FILES_CHARS = 1_500
 #: Deletes per transaction when pruning (under etcd's default limit of 128 operations).
 _PRUNE_BATCH = 100
 
@@ -30,7 +31,7 @@ class AuditRecord:
     principal: str
     verb: str
     object: str
-    decision: str  # "allowed" | "denied" | "failed"
+    decision: str  # "requested" (written before the call runs) → "allowed" | "denied" | "failed"
     reason: str = ""
 
     @property
@@ -64,10 +65,18 @@ class AuditLog:
 
 
 def summarise_files(paths: list[str]) -> str:
-    """`files a, b, …` with at most `_FILES_SHOWN` names, then `(+N more, M in all)`."""
-    shown = ", ".join(p[:200] for p in paths[:_FILES_SHOWN])
-    rest = len(paths) - _FILES_SHOWN
-    return f"files {shown}" + (f" (+{rest} more, {len(paths)} in all)" if rest > 0 else "")
+    """`files a, b, …`: names while they fit `_FILES_CHARS` (each cut to 200), then
+    `(+N more, M in all)`, so a record never outgrows `MAX_OBJECT_CHARS`."""
+    shown: list[str] = []
+    used = 0
+    for path in paths[:_FILES_SHOWN]:
+        name = bounded(path, 200)
+        if shown and used + len(name) > _FILES_CHARS:
+            break
+        shown.append(name)
+        used += len(name) + 2
+    rest = len(paths) - len(shown)
+    return "files " + ", ".join(shown) + (f" (+{rest} more, {len(paths)} in all)" if rest > 0 else "")
 
 
 def bounded(text: str, limit: int) -> str:

@@ -8,7 +8,7 @@ import logging
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import grpc
@@ -21,6 +21,7 @@ from ccattler.engine.api.gen.ccattler.v1 import api_pb2
 from ccattler.engine.api.limits import RateLimiter
 from ccattler.engine.api.metrics import ApiMetrics
 from ccattler.engine.api.requests import check_request
+from ccattler.engine.facts import CcaError
 
 log = logging.getLogger("ccattler.api")
 
@@ -47,6 +48,17 @@ class Plumbing:
     metrics: ApiMetrics
     #: Failed authentications per peer host: past it, failures are refused without an audit write.
     failures: RateLimiter
+
+
+class AuditUnavailable(CcaError):
+    """An audited call is refused because its audit record could not be written."""
+
+    retriable = True
+
+
+def _who(call: Call | None, context: grpc.ServicerContext) -> str:
+    name = call.principal.name if call and call.principal else f"anonymous@{context.peer()}"
+    return audit.bounded(name, 200)
 
 
 def _parse(cls: type, raw: bytes) -> Any:
@@ -82,21 +94,45 @@ class _Handling:
             raise RateLimited(f"rate limit exceeded for {key}; retry in a moment")
         return Call(principal, uuid.uuid4().hex[:12], context, peer)
 
-    def audit(self, call: Call | None, context: grpc.ServicerContext, request: Any,
-              code: grpc.StatusCode, message: str) -> None:
+    def target(self, request: Any) -> str | None:
         describe = getattr(self.servicer, "audit_object", None)
         target = describe(self.name, request) if describe and request is not None else None
+        return None if target is None else audit.bounded(target, audit.MAX_OBJECT_CHARS)
+
+    def intend(self, call: Call, request: Any) -> audit.AuditRecord | None:
+        """Fail closed: an audited call's record is written (decision `requested`) before the call
+        runs; when that write fails the call is refused and nothing changes."""
+        target = self.target(request)
+        if target is None:
+            return None
+        entry = audit.AuditRecord(call.request_id, time.time(), _who(call, call.context), self.name, target,
+                                  "requested")
+        try:
+            self.plumbing.audit.record(entry)
+        except Exception as exc:
+            log.exception("could not write audit record %s; refusing the call", entry)
+            raise AuditUnavailable(f"{self.name} refused: its audit record could not be written "
+                                   f"({type(exc).__name__}); nothing was changed") from None
+        return entry
+
+    def audit(self, call: Call | None, context: grpc.ServicerContext, request: Any,
+              code: grpc.StatusCode, message: str, intent: audit.AuditRecord | None = None) -> None:
+        """The outcome, over the intent record when there is one (same key)."""
+        target = intent.object if intent else self.target(request)
         denied = code in _DENIED
         if target is None and not denied:
             return
         decision = "allowed" if code == grpc.StatusCode.OK else ("denied" if denied else "failed")
-        who = call.principal.name if call and call.principal else f"anonymous@{context.peer()}"
-        entry = audit.AuditRecord(call.request_id if call else uuid.uuid4().hex[:12], time.time(), who,
-                                  self.name, target or "", decision, message[:500])
+        reason = audit.bounded(message, audit.MAX_REASON_CHARS)
+        if intent is not None:
+            entry = replace(intent, decision=decision, reason=reason)
+        else:
+            entry = audit.AuditRecord(call.request_id if call else uuid.uuid4().hex[:12], time.time(),
+                                      _who(call, context), self.name, target or "", decision, reason)
         try:
             self.plumbing.audit.record(entry)
-        except Exception:  # the call's own outcome stands; a lost audit record is logged loudly
-            log.exception("could not write audit record %s", entry)
+        except Exception:  # the intent record already stands for the call; this one adds the outcome
+            log.exception("could not write the outcome of audit record %s", entry)
 
     def fail(self, exc: BaseException, call: Call | None) -> tuple[grpc.StatusCode, str]:
         code = status_of(exc)
@@ -116,14 +152,16 @@ class _Handling:
 def _unary(h: _Handling, request_cls: type) -> Callable:
     def behavior(raw: bytes, context: grpc.ServicerContext) -> Any:
         started, call, request, code, message = time.perf_counter(), None, None, grpc.StatusCode.OK, ""
+        intent = None
         try:
             call = h.begin(context)
             request = _parse(request_cls, raw)
+            intent = h.intend(call, request)
             return h.fn(request, call)
         except Exception as exc:
             code, message = h.fail(exc, call)
         finally:
-            h.audit(call, context, request, code, message)
+            h.audit(call, context, request, code, message, intent)
             h.finish(code, started)
         context.abort(code, message)
 
@@ -135,26 +173,30 @@ def _streaming(h: _Handling, request_cls: type, client_streaming: bool) -> Calla
         started, call, request, code, message = time.perf_counter(), None, None, grpc.StatusCode.OK, ""
         h.plumbing.metrics.streams.labels(h.name).inc()
         first: list[Any] = []  # a client stream's opening message describes the call (audit)
+        intents: list[audit.AuditRecord | None] = [None]
         try:
             call = h.begin(context)
             if client_streaming:
+                opened = call
 
                 def parsed() -> Iterator[Any]:
                     for r in raw:
                         parsed_message = _parse(request_cls, r)
                         if not first:
                             first.append(parsed_message)
+                            intents[0] = h.intend(opened, parsed_message)
                         yield parsed_message
 
                 yield from h.fn(parsed(), call)
             else:
                 request = _parse(request_cls, raw)
+                intents[0] = h.intend(call, request)
                 yield from h.fn(request, call)
         except Exception as exc:
             code, message = h.fail(exc, call)
         finally:
             h.plumbing.metrics.streams.labels(h.name).dec()
-            h.audit(call, context, request or (first[0] if first else None), code, message)
+            h.audit(call, context, request or (first[0] if first else None), code, message, intents[0])
             h.finish(code, started)
         if code != grpc.StatusCode.OK:
             context.abort(code, message)

@@ -50,6 +50,7 @@ _CODES: list[tuple[str, grpc.StatusCode]] = [
     ("RateLimited", grpc.StatusCode.RESOURCE_EXHAUSTED),
     ("TxnTooLarge", grpc.StatusCode.RESOURCE_EXHAUSTED),
     ("StoreUnavailable", grpc.StatusCode.UNAVAILABLE),
+    ("AuditUnavailable", grpc.StatusCode.UNAVAILABLE),
     ("Compacted", grpc.StatusCode.OUT_OF_RANGE),
     # The language, policies and kinds: the request itself is wrong.
     ("DslError", grpc.StatusCode.INVALID_ARGUMENT),
