@@ -81,6 +81,10 @@ def compile_network(u: Unit, block: Node) -> list[tuple[str, str, dict]]:
     return rules
 
 
+#: The port a gate listens on, on every node's address, when it gives no `listen`.
+GATE_LISTEN_DEFAULT = 80
+
+
 def compile_gate(u: Unit, block: Node, tenant: str) -> dict:
     what = f'gate "{block.name.value}"'
     f = u.singles(block, what, frozenset({"host"}))
@@ -109,6 +113,7 @@ def compile_gate(u: Unit, block: Node, tenant: str) -> dict:
         "port": u.read(target.option("port"), q.port) if target else None,
         "sticky": sticky,
         "affinity": u.word(affinity.values[0], ("source_ip",), "affinity") if affinity else None,
+        "listen": u.value(f.get("listen"), q.port, GATE_LISTEN_DEFAULT),
     }
 
 

@@ -22,6 +22,7 @@ from ccattler.engine.admission.vocabulary import (
     Facts,
     Request,
     add_auth,
+    add_external_claims,
     add_quota,
     add_requests,
     add_subject,
@@ -159,6 +160,7 @@ def _judge(
     add_auth(facts, {k: v for k, v in state.docs.items() if k.startswith(AUTH_PREFIXES)})
     add_quota(facts, tenants, state.docs, after)
     add_conferred(facts, requests, after)
+    add_external_claims(facts, requests, after)
     context = context_for(state, principal, requests, summary)
     policies = () if break_glass(principal, requests) else state.policies
     verdict = evaluate(facts, policies, context) if requests else Verdict((), (), ())

@@ -125,11 +125,20 @@ def _escalation(reject: Reject, request: Request | None, context: Context) -> tu
     return f"{kind}.{verb}", f"this would confer {kind}.{verb} {where}, which {holder} does not hold there"
 
 
+def _external_port_taken(reject: Reject, request: Request | None, context: Context) -> tuple[str, str]:
+    port, proto, other = (render_value(a) for a in reject.arguments)
+    service = request.name if request is not None else "this service"
+    return (f"{port}/{proto}",
+            f"external port {port}/{proto} is claimed by both {service} and {other}: an external port "
+            f"is on every node's address, so only one service may expose it")
+
+
 _FORMATTERS: dict[str, Callable[[Reject, Request | None, Context], tuple[str, str]]] = {
     "no_role": _no_role,
     "condition_false": _condition_false,
     "quota_exceeded": _quota_exceeded,
     "escalation": _escalation,
+    "external_port_taken": _external_port_taken,
 }
 
 

@@ -32,7 +32,7 @@ VOCABULARY: tuple[tuple[str, int], ...] = (
     ("role_allow", 3), ("role_scope", 2), ("grant", 3), ("group_member", 2),
     ("policy_allow", 3), ("policy_cond", 5), ("policy_operand_attr", 4), ("policy_operand_value", 3),
     ("tenant_quota", 3), ("tenant_service", 6), ("tenant_volume", 4), ("confers", 4),
-    ("scope_path", 2),
+    ("scope_path", 2), ("external_claim", 3),
 )
 
 _OPS = {"==": "eq", "!=": "neq", "in": "in", "not_in": "not_in"}
@@ -279,3 +279,30 @@ def _add_usage(facts: Facts, state: Const, tenant: str, docs: Mapping[str, Mappi
         elif key.startswith(volumes):
             size = _int(_mib(doc.get("size")), f"{key} size (MiB)")
             facts.add("tenant_volume", state, tenant, doc["name"], size)
+
+
+def _external_ports(doc: Mapping[str, Any] | None) -> set[tuple[int, str]]:
+    """(port, l4 protocol) of a service's external exposes (`http` is TCP at the node port)."""
+    ports = set()
+    for expose in (doc or {}).get("expose") or ():
+        if isinstance(expose, Mapping) and expose.get("external"):
+            protocol = "udp" if expose.get("protocol") == "udp" else "tcp"
+            ports.add((_int(expose.get("port"), "external port"), protocol))
+    return ports
+
+
+def add_external_claims(facts: Facts, requests: Iterable[Request],
+                        after: Mapping[str, Mapping[str, Any]]) -> None:
+    """Who claims the external ports that the services this request creates or updates claim:
+    those services and every other service of the cluster on one of those ports (after the request)."""
+    wanted: set[tuple[int, str]] = set()
+    for req in requests:
+        if req.kind == "service" and req.verb in ("create", "update") and req.ref is not None:
+            wanted |= _external_ports(req.new)
+    if not wanted:
+        return
+    for key, doc in after.items():
+        if key.startswith("desired/service/"):
+            name = key[len("desired/service/"):]
+            for port, protocol in sorted(_external_ports(doc) & wanted):
+                facts.add("external_claim", name, port, Const(protocol))

@@ -183,3 +183,37 @@ def test_a_grant_revoked_during_admission_is_seen_on_retry(store, monkeypatch):
         apply_compiled(store, ALICE, dict([service("web")]), {"shop.cca"})
     assert info.value.denials[0].code == "no_role"
     assert store.get("desired/service/default/web") is None
+
+
+def _exposing(full: str, *exposes: tuple[int, str, bool], source: str = "shop.cca"):
+    key, doc = service(full, source=source)
+    doc["expose"] = [{"port": p, "protocol": proto, "external": ext} for p, proto, ext in exposes]
+    return key, doc
+
+
+def test_two_services_on_one_external_port_are_refused_naming_both(store):
+    apply_compiled(store, ADMIN, dict([_exposing("shop/web", (443, "http", True))]), {"shop.cca"})
+    with pytest.raises(Denied) as info:
+        apply_compiled(store, ADMIN, dict([_exposing("blog/site", (8080, "tcp", False), (443, "tcp", True),
+                                                     source="blog.cca")]), {"blog.cca"})
+    (denial,) = info.value.denials
+    assert (denial.policy, denial.code, denial.value) == ("network", "external_port_taken", "443/tcp")
+    assert "blog/site" in denial.message and "shop/web" in denial.message, denial.message
+    assert store.get("desired/service/blog/site") is None
+
+
+def test_both_claimants_in_one_apply_are_each_refused(store):
+    files = dict([_exposing("a/x", (9000, "tcp", True)), _exposing("b/y", (9000, "tcp", True))])
+    with pytest.raises(Denied) as info:
+        apply_compiled(store, ADMIN, files, {"shop.cca"})
+    assert sorted(d.subject for d in info.value.denials) == ["create service a/x", "create service b/y"]
+
+
+def test_external_port_other_protocol_or_internal_or_own_reapply_passes(store):
+    apply_compiled(store, ADMIN, dict([_exposing("shop/web", (443, "http", True))]), {"shop.cca"})
+    apply_compiled(store, ADMIN, dict([_exposing("dns/resolver", (443, "udp", True)),
+                                       _exposing("blog/site", (443, "tcp", False))]), {"other.cca"})
+    # the owner changing its own service keeps its port
+    apply_compiled(store, ADMIN, dict([_exposing("shop/web", (443, "tcp", True), (80, "http", True))]),
+                   {"shop.cca"})
+    assert store.get("desired/service/shop/web").value["expose"][1]["port"] == 80
