@@ -68,6 +68,10 @@ def services(store: Store, tenant: str | None, tags: Mapping[str, str]) -> list[
             ready[service] = ready.get(service, 0) + 1
     scales = {f.key.removeprefix("derived/scale/"): f.value
               for f in store.range(_tenant_prefix("derived/scale/", tenant), revision)[0]}
+    vips = {f.key.removeprefix("derived/vip/"): f.value
+            for f in store.range(_tenant_prefix("derived/vip/", tenant), revision)[0]}
+    endpoints = {f.key.removeprefix("derived/endpoint/"): f.value
+                 for f in store.range(_tenant_prefix("derived/endpoint/", tenant), revision)[0]}
     rows = []
     for fact in facts:
         if not _tags_match(fact.value, tags):
@@ -77,7 +81,8 @@ def services(store: Store, tenant: str | None, tags: Mapping[str, str]) -> list[
         rows.append(_row(fact.key, fact.value, created_revision=fact.create_revision,
                          modified=fact.mod_revision, desired=effective.get("instances"),
                          autoscaled=effective is not fact.value or full in scales,
-                         scheduled=scheduled.get(full, 0), ready=ready.get(full, 0)))
+                         scheduled=scheduled.get(full, 0), ready=ready.get(full, 0),
+                         vip=_vip(vips.get(full)), endpoints=_endpoints(endpoints.get(full))))
     return rows
 
 
@@ -222,3 +227,19 @@ def status(store: Store) -> dict[str, Any]:
         "secrets": count("secret/"),
         "policies": count("desired/policy/") + count("desired/lp/"),
     }
+
+
+def _vip(doc: Any) -> str | None:
+    """`10.96.0.3 (tcp/8080, tcp/443 external)` from a `derived/vip` document; None without one."""
+    if not isinstance(doc, dict) or not doc.get("ip"):
+        return None
+    ports = ", ".join(f"{p.get('protocol')}/{p.get('port')}" + (" external" if p.get("external") else "")
+                      for p in doc.get("ports") or [] if isinstance(p, dict))
+    return f"{doc['ip']} ({ports})" if ports else str(doc["ip"])
+
+
+def _endpoints(doc: Any) -> list[str]:
+    """The ready backends of a `derived/endpoint` document as `web-0 10.88.1.7 on n1`."""
+    entries = doc.get("endpoints") if isinstance(doc, dict) else None
+    return [f"{e.get('instance')} {e.get('ip') or '(no address)'} on {e.get('node')}"
+            for e in entries or [] if isinstance(e, dict)]
