@@ -85,6 +85,11 @@ COLUMNS: dict[str, tuple[list[Column], list[Column]]] = {
           else f"{r['value'].get('lines')} lines")],
         [],
     ),
+    "tenant": (
+        [("name", _name), ("declared", lambda r: "yes" if r["declared"] else "no"),
+         ("instances", lambda r: f"{r['instances']}/{r['instance_quota']}"), ("quota", lambda r: r["quota"])],
+        [],
+    ),
     "events": (
         [("revision", lambda r: r["revision"]), ("type", lambda r: r["type"]), ("key", lambda r: r["key"]),
          ("reason", lambda r: r.get("reason"))],

@@ -13,9 +13,7 @@ import re
 from lark import Token, UnexpectedCharacters, UnexpectedInput, UnexpectedToken
 
 from ccattler.dsl.errors import ERROR, Diagnostic, did_you_mean, line_of
-
-#: Sources larger than this are refused before parsing.
-MAX_SOURCE_BYTES = 4 * 1024 * 1024
+from ccattler.dsl.limits import MAX_SOURCE_BYTES  # sources larger are refused before parsing
 
 
 def _diag(name, text, line, column, code, message, width=1, suggestion=None) -> Diagnostic:

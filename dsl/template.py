@@ -1,7 +1,8 @@
 """Templates: `{{ name }}` placeholders rendered by a sandboxed Jinja2 environment.
 
 Only sources that contain `{{` or `{%` are rendered. The environment is
-`jinja2.sandbox.SandboxedEnvironment` with `StrictUndefined`, so a missing value is an error
+`jinja2.sandbox.SandboxedEnvironment` (bounded in size, `template_bounds.py`) with `StrictUndefined`,
+so a missing value is an error
 naming the file, line and key, and templates cannot reach Python internals.
 """
 
@@ -20,10 +21,9 @@ def is_template(text: str) -> bool:
 
 @cache
 def _environment():
-    from jinja2 import StrictUndefined
-    from jinja2.sandbox import SandboxedEnvironment
+    from ccattler.dsl.template_bounds import BoundedEnvironment
 
-    return SandboxedEnvironment(undefined=StrictUndefined, autoescape=False, keep_trailing_newline=True)
+    return BoundedEnvironment()
 
 
 def render(text: str, name: str, values: dict) -> str:
@@ -33,7 +33,9 @@ def render(text: str, name: str, values: dict) -> str:
     import jinja2  # only templates pay for importing it
 
     try:
-        return _environment().from_string(text).render(values)
+        from ccattler.dsl.template_bounds import render_bounded
+
+        return render_bounded(_environment(), text, values)
     except jinja2.TemplateSyntaxError as exc:
         raise _error(text, name, exc.lineno or 1, None, "template",
                      f"template syntax: {exc.message}") from None
@@ -48,7 +50,7 @@ def render(text: str, name: str, values: dict) -> str:
     except jinja2.exceptions.SecurityError as exc:
         raise _error(text, name, _template_line(exc, name), None, "template",
                      f"not allowed in a template: {exc}") from None
-    except (jinja2.TemplateError, TypeError, ValueError, ArithmeticError, RecursionError) as exc:
+    except (jinja2.TemplateError, TypeError, ValueError, ArithmeticError, RecursionError, MemoryError) as exc:
         raise _error(text, name, _template_line(exc, name), None, "template",
                      f"template error: {exc}") from None
 

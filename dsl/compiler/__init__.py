@@ -28,6 +28,7 @@ from ccattler.dsl.compiler.objects import (
 )
 from ccattler.dsl.compiler.service import compile_service
 from ccattler.dsl.errors import ERROR, Diagnostic, DslError
+from ccattler.dsl.limits import MAX_OBJECTS, MAX_SERVICES, MAX_SOURCES
 from ccattler.dsl.parser import parse_with_diagnostics
 from ccattler.dsl.sources import Reader, Source, read_relative
 from ccattler.engine.facts import (
@@ -64,6 +65,9 @@ def compile_with_diagnostics(sources: Sequence[Source], tenant: str = DEFAULT_TE
                              reader: Reader | None = None, known: Known | None = None,
                              ) -> tuple[dict[str, dict], list[Diagnostic]]:
     """Compile what compiles; return the facts and every error and warning, in file order."""
+    if len(sources) > MAX_SOURCES:
+        return {}, [Diagnostic(sources[MAX_SOURCES].name, 0, 0, ERROR, "too-many",
+                               f"{len(sources)} source files; the limit is {MAX_SOURCES} per request")]
     decls = Declarations(known=known)
     units: list[Unit] = []
     syntax: list[Diagnostic] = []
@@ -92,9 +96,23 @@ def compile_with_diagnostics(sources: Sequence[Source], tenant: str = DEFAULT_TE
     _check_group_ports(facts, membership)
 
     order = {source.name: i for i, source in enumerate(sources)}
-    diagnostics = syntax + [d for u in units for d in u.diagnostics]
+    diagnostics = syntax + [d for u in units for d in u.diagnostics] + _over_limits(facts, sources)
     diagnostics.sort(key=lambda d: (order.get(d.file, 0), d.line, d.column))
     return dict(sorted(facts.items())), diagnostics
+
+
+def _over_limits(facts: dict[str, dict], sources: Sequence[Source]) -> list[Diagnostic]:
+    """Documents and services past the per-request maxima (`dsl/limits.py`)."""
+    services = sum(1 for doc in facts.values() if doc.get("kind") == "service")
+    name = sources[0].name if sources else "-"
+    found = []
+    if len(facts) > MAX_OBJECTS:
+        found.append(Diagnostic(name, 0, 0, ERROR, "too-many",
+                                f"{len(facts)} objects declared; the limit is {MAX_OBJECTS} per request"))
+    if services > MAX_SERVICES:
+        found.append(Diagnostic(name, 0, 0, ERROR, "too-many",
+                                f"{services} services declared; the limit is {MAX_SERVICES} per request"))
+    return found
 
 
 def _names(unit: Unit, block: Node) -> tuple[str | None, str] | None:

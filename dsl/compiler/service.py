@@ -10,6 +10,7 @@ from ccattler.dsl import quantities as q
 from ccattler.dsl.ast import Node
 from ccattler.dsl.compiler.context import Unit
 from ccattler.dsl.compiler.service_parts import compile_placement, compile_probes, compile_scale
+from ccattler.dsl.limits import MAX_INSTANCES
 
 #: A rollout that makes no progress this long (milliseconds) rolls back: `update { deadline 10m }`.
 DEFAULT_DEADLINE_MS = 600_000
@@ -42,7 +43,7 @@ def compile_service(u: Unit, block: Node, tenant: str, name: str, group: str | N
         "name": name,
         "source": u.source.name,
         "image": u.value(image),
-        "instances": u.value(f.get("instances"), q.count, 1),
+        "instances": _instances(u, f.get("instances")),
         "command": u.value(f.get("command")),
         "expose": expose,
         "resources": _resources(u, f.get("resources")),
@@ -172,3 +173,12 @@ def _disruption(u: Unit, node: Node | None, what: str) -> dict:
                 f"disruption of {what} takes exactly one of min_available or max_unavailable")
     return {"min_available": u.value(f.get("min_available"), q.count),
             "max_unavailable": u.value(f.get("max_unavailable"), q.count)}
+
+
+def _instances(u: Unit, node: Node | None) -> int:
+    """`instances N`, at most `limits.MAX_INSTANCES` (apply and lint refuse more, never clamp)."""
+    value = u.value(node, q.count, 1)
+    if isinstance(value, int) and value > MAX_INSTANCES:
+        u.error(node.values[0].span, "too-many",
+                f"instances {value} is over the limit of {MAX_INSTANCES} per service")
+    return value

@@ -5,6 +5,7 @@ from __future__ import annotations
 from ccattler.dsl import quantities as q
 from ccattler.dsl.ast import ListValue, Node
 from ccattler.dsl.compiler.context import Unit
+from ccattler.dsl.limits import MAX_INSTANCES
 
 _PROBE_DEFAULTS = {"every": 10_000, "timeout": 1_000, "failure_threshold": 3, "success_threshold": 1,
                    "initial_delay": 0}
@@ -87,6 +88,9 @@ def _horizontal(u: Unit, node: Node | None) -> dict | None:
     f = u.singles(node, "horizontal", frozenset({"target", "event", "schedule"}))
     low = u.value(f.get("min"), q.count, 1)
     high = u.value(f.get("max"), q.count)
+    if isinstance(high, int) and high > MAX_INSTANCES:
+        u.error(f["max"].values[0].span, "too-many",
+                f"max {high} is over the limit of {MAX_INSTANCES} instances per service")
     if "max" not in f:
         u.error(node.keyword_span, "missing-field", "horizontal scaling needs max")
     if low is not None and high is not None and low > high:

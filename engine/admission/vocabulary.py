@@ -13,6 +13,7 @@ from typing import Any
 
 from clingo import Function, Symbol
 
+from ccattler.dsl.limits import DEFAULT_TENANT_INSTANCES
 from ccattler.engine.admission.capabilities import BadCapability, parse_capability
 from ccattler.engine.admission.model import ObjectRef, Principal
 from ccattler.engine.facts import CcaError, display_name
@@ -248,8 +249,7 @@ def add_quota(
 ) -> None:
     """Quotas of `tenants` (as declared after the request) with their services and volumes."""
     for tenant in sorted(set(tenants)):
-        quota_doc = after.get(f"desired/tenant/{tenant}") or {}
-        limits = {k: v for k, v in (quota_doc.get("quota") or {}).items() if v is not None}
+        limits = effective_quota(after.get(f"desired/tenant/{tenant}"))
         for resource, limit in sorted(limits.items()):
             limit = int(limit) // MIB if resource in _QUOTA_MIB else limit
             amount = _int(limit, f"tenant {tenant} quota {resource}")
@@ -257,6 +257,15 @@ def add_quota(
         if limits:
             _add_usage(facts, Const("old"), tenant, before)
             _add_usage(facts, Const("new"), tenant, after)
+
+
+def effective_quota(tenant_doc: Mapping[str, Any] | None) -> dict[str, Any]:
+    """A tenant's quota as admission enforces it: what its `tenant` block declares, and
+    `limits.DEFAULT_TENANT_INSTANCES` instances when it declares no instance quota (or no block)."""
+    declared = (tenant_doc or {}).get("quota") or {}
+    limits = {k: v for k, v in declared.items() if v is not None}
+    limits.setdefault("instances", DEFAULT_TENANT_INSTANCES)
+    return limits
 
 
 def committed_instances(doc: Mapping[str, Any]) -> int:

@@ -203,6 +203,9 @@ class ClusterService(WorkloadCalls, NodeCalls):
         elif kind == "events":
             self._allow(call, "service.read")
             rows = views.events(self.store)
+        elif kind == "tenant":
+            self._allow(call, "tenant.read")
+            rows = views.tenants(self.store)
         else:
             capability = OBJECT_CAPABILITY_KIND[kind]
             self._allow(call, f"{capability}.read", _scope(tenant) if kind in NAMESPACED_KINDS else None)

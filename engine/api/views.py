@@ -8,9 +8,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from ccattler.engine.admission.capabilities import object_kind
+from ccattler.engine.admission.vocabulary import committed_instances, effective_quota
 from ccattler.engine.api.errors import BadRequest
 from ccattler.engine.autoscale.effective import effective_service
-from ccattler.engine.facts import NAMESPACED_KINDS, CcaError
+from ccattler.engine.facts import DEFAULT_TENANT, NAMESPACED_KINDS, CcaError
 from ccattler.engine.store import Store
 
 #: Kinds with a joined view; every other kind word lists its desired/ documents.
@@ -195,6 +196,31 @@ def _scaling_reason(event: Any) -> str | None:
     if not change or change.get("at") != event.value.get("at"):
         return None
     return f"scaled {change['from']} → {change['to']}: {'; '.join(change.get('reasons') or [])}"
+
+
+def tenants(store: Store) -> list[dict[str, Any]]:
+    """Every tenant that is declared or has services (and always the default one), with the quota
+    admission enforces (`effective_quota`: the default instance quota when none is declared) and
+    what the tenant commits against it."""
+    declared, revision = store.range("desired/tenant/")
+    docs = {f.key.removeprefix("desired/tenant/"): f for f in declared}
+    committed: dict[str, int] = {}
+    for fact in store.range("desired/service/", revision)[0]:
+        owner = fact.key.split("/")[2]
+        committed[owner] = committed.get(owner, 0) + committed_instances(fact.value)
+    rows = []
+    for name in sorted({DEFAULT_TENANT, *docs, *committed}):
+        fact = docs.get(name)
+        quota = effective_quota(fact.value if fact else None)
+        declared_quota = ((fact.value if fact else None) or {}).get("quota") or {}
+        shown = ", ".join(f"{k} {v}{'' if declared_quota.get(k) is not None else ' (default)'}"
+                          for k, v in sorted(quota.items()))
+        rows.append({"key": f"desired/tenant/{name}", "name": name, "tenant": None,
+                     "value": fact.value if fact else None, "declared": fact is not None,
+                     "quota": shown, "instances": committed.get(name, 0),
+                     "instance_quota": quota["instances"],
+                     "created_revision": fact.create_revision if fact else None})
+    return rows
 
 
 def documents(store: Store, kind: str, tenant: str | None, tags: Mapping[str, str]) -> list[dict[str, Any]]:
