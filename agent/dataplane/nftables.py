@@ -41,7 +41,6 @@ import re
 import socket
 from collections import Counter
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
 
 from ccattler.agent.dataplane import libnft, policy_nft
 from ccattler.agent.dataplane.base import (
@@ -52,30 +51,29 @@ from ccattler.agent.dataplane.base import (
     Frontend,
     PolicyIngress,
 )
+from ccattler.agent.dataplane.nft_service_table import (
+    EXTERNAL,
+    WIDE,
+    Addr,
+    ExtKey,
+    Kernel,
+    Ops,
+    SvcKey,
+    chain_for,
+    ext_elem,
+    parse,
+    skeleton,
+    slot_map,
+    svc_elem,
+    table_name,
+)
 from ccattler.engine.facts import CcaError
 
 Runner = policy_nft.Runner
 
-EXACT = 32          # pick_1 … pick_32: exact equal shares
-WIDE = 256          # pick_256: services with more backends (round robin over 256 slots)
-EXTERNAL = 0x40000000  # ct mark offset of external-port connections (masqueraded when remote)
-LAYOUT = "layout_v1"   # an empty named counter marks the layout (nft -j shows no table comment)
-
-_IP = r"(\d+\.\d+\.\d+\.\d+)"
-_COUNTED = r"( counter packets \d+ bytes \d+)?"
-_SERVICE = re.compile(rf"{_IP} \. (tcp|udp) \. (\d+){_COUNTED} : goto (\w+)")
-_SLOT = re.compile(rf"{_IP} \. (tcp|udp) \. (\d+) \. (0x[0-9a-f]+) : {_IP} \. (\d+)")
-_NODEPORT = re.compile(rf"(tcp|udp) \. (\d+){_COUNTED} : goto (\w+)")
-_EXT_SLOT = re.compile(rf"(tcp|udp) \. (\d+) \. (0x[0-9a-f]+) : {_IP} \. (\d+)")
-_PAIR = re.compile(rf"{_IP} \. {_IP}")
-_ADDR = re.compile(_IP)
-_BLOCK = re.compile(r"^\t(map|set|chain|counter) (\w+) \{\n(.*?)^\t\}", re.M | re.S)
 _DOTTED = re.compile(r"(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)(\.(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)){3}")
 
 _MISSING = object()
-SvcKey = tuple[str, str, int]       # (vip, protocol, port)
-ExtKey = tuple[str, int]            # (protocol, port)
-Addr = tuple[str, int]              # (backend ip, port)
 
 
 class ServiceTableError(CcaError):
@@ -86,36 +84,8 @@ class InvalidServiceState(ServiceTableError, ValueError):
     """A frontend or backend nft cannot express (bad address, port or protocol): nothing was sent."""
 
 
-def table_name(bridge: str) -> str:
-    return f"cca_svc_{bridge.replace('-', '_')}"
-
-
-def _chain(count: int, prefix: str = "pick") -> str:
-    if count == 0:
-        return "refuse"
-    return f"{prefix}_{count if count <= EXACT else WIDE}"
-
-
-def _slots(backends: tuple[Addr, ...]) -> dict[int, Addr]:
-    if len(backends) <= EXACT:
-        return dict(enumerate(backends))
-    return {i: backends[i % len(backends)] for i in range(WIDE)}
-
-
 def _normal(backends: Iterable[Backend]) -> tuple[Addr, ...]:
     return tuple(sorted({(b.ip, b.port) for b in backends}))
-
-
-@dataclass
-class _Kernel:
-    """What the table holds, element by element (kept after each transaction; read back at start)."""
-
-    services: dict[SvcKey, str] = field(default_factory=dict)            # key → chain
-    slots: dict[SvcKey, dict[int, Addr]] = field(default_factory=dict)
-    nodeports: dict[ExtKey, str] = field(default_factory=dict)
-    ext_slots: dict[ExtKey, dict[int, Addr]] = field(default_factory=dict)
-    hairpin: set[str] = field(default_factory=set)
-    node_addrs: set[str] = field(default_factory=set)
 
 
 class NftablesDataPlane(DataPlane):
@@ -136,7 +106,7 @@ class NftablesDataPlane(DataPlane):
         # Failures are PolicyError either way (PolicyTables repairs drift on it; _send rewraps).
         self._run = libnft.runner(run, policy_nft.PolicyError) if run is policy_nft.run_command else run
         self.policy = policy_nft.PolicyTables(bridge, gateway, run=self._run)
-        self._kernel: _Kernel | None = None   # None: read the table back before the next apply
+        self._kernel: Kernel | None = None   # None: read the table back before the next apply
         self._inputs: tuple[dict, dict] = ({}, {})  # the last applied services/external mappings
         self._refs: Counter[str] = Counter()   # backend ip → frontends using it (hairpin set)
         self._prepared = False
@@ -270,19 +240,19 @@ class NftablesDataPlane(DataPlane):
             except (policy_nft.PolicyError, ServiceTableError, OSError):
                 pass  # no entry (conntrack exits 1 when nothing matched), or no conntrack tool
 
-    def _recount(self, kernel: _Kernel) -> None:
+    def _recount(self, kernel: Kernel) -> None:
         self._refs = Counter()
         for slots in (*kernel.slots.values(), *kernel.ext_slots.values()):
             for ip in {a[0] for a in slots.values() if self._is_local(a[0])}:
                 self._refs[ip] += 1
 
-    def _delta(self, kernel: _Kernel, services: dict[SvcKey, tuple[Addr, ...] | None],
+    def _delta(self, kernel: Kernel, services: dict[SvcKey, tuple[Addr, ...] | None],
                external: dict[ExtKey, tuple[Addr, ...] | None], full: bool) -> str:
         """The script turning `kernel` into the desired state; `kernel` (the record) is updated in
         place (a refused script makes the caller read it back). `services`/`external` hold the
         changed frontends (None: removed); `full` (after a read-back) holds all of them, and every
         frontend the kernel has beyond them is removed."""
-        ops = _Ops(self.table)
+        ops = Ops(self.table)
         touched: set[str] = set(kernel.hairpin) | set(self._refs) if full else set()
         svc = dict(services)
         ext = dict(external)
@@ -293,10 +263,10 @@ class NftablesDataPlane(DataPlane):
                 ext[key] = None
         for key in sorted(svc):
             self._one(ops, "services", "slots", "pick", kernel.services, kernel.slots, key, svc[key],
-                      touched, _svc_elem)
+                      touched, svc_elem)
         for key in sorted(ext):
             self._one(ops, "nodeports", "ext_slots", "xpick", kernel.nodeports, kernel.ext_slots, key,
-                      ext[key], touched, _ext_elem)
+                      ext[key], touched, ext_elem)
         add = sorted(ip for ip in touched if self._refs[ip] > 0 and ip not in kernel.hairpin)
         drop = sorted(ip for ip in touched if self._refs[ip] <= 0 and ip in kernel.hairpin)
         for ip in [ip for ip in touched if self._refs[ip] <= 0]:
@@ -311,12 +281,12 @@ class NftablesDataPlane(DataPlane):
         kernel.node_addrs = want_addrs
         return ops.script()
 
-    def _one(self, ops: _Ops, vmap: str, slotmap: str, prefix: str, verdicts: dict, slots: dict,
+    def _one(self, ops: Ops, vmap: str, slotmap: str, prefix: str, verdicts: dict, slots: dict,
              key: tuple, backends: tuple[Addr, ...] | None, touched: set[str], elem) -> None:
         """Diff one frontend: its verdict element and its slot elements (None: frontend removed)."""
         have_chain, have_slots = verdicts.get(key), slots.get(key, {})
-        want_chain = None if backends is None else _chain(len(backends), prefix)
-        want_slots = {} if backends is None else _slots(backends)
+        want_chain = None if backends is None else chain_for(len(backends), prefix)
+        want_slots = {} if backends is None else slot_map(backends)
         offset = EXTERNAL if prefix == "xpick" else 0
         if have_chain != want_chain:
             if have_chain is not None:
@@ -347,16 +317,16 @@ class NftablesDataPlane(DataPlane):
 
     def _replace(self, services: dict[SvcKey, tuple[Addr, ...] | None],
                  external: dict[ExtKey, tuple[Addr, ...] | None]) -> None:
-        kernel = _Kernel(node_addrs=set(self.node_addresses))
-        ops = _Ops(self.table)
+        kernel = Kernel(node_addrs=set(self.node_addresses))
+        ops = Ops(self.table)
         self._refs = Counter()
         touched: set[str] = set()
         for key in sorted(services):
             self._one(ops, "services", "slots", "pick", kernel.services, kernel.slots, key,
-                      services[key], touched, _svc_elem)
+                      services[key], touched, svc_elem)
         for key in sorted(external):
             self._one(ops, "nodeports", "ext_slots", "xpick", kernel.nodeports, kernel.ext_slots, key,
-                      external[key], touched, _ext_elem)
+                      external[key], touched, ext_elem)
         kernel.hairpin = {ip for ip, n in self._refs.items() if n > 0}
         ops.add("hairpin", [f"{ip} . {ip}" for ip in sorted(kernel.hairpin)])
         ops.add("node_addrs", list(self.node_addresses))
@@ -366,44 +336,7 @@ class NftablesDataPlane(DataPlane):
 
     def skeleton(self) -> str:
         """The table without elements: delete whatever is there, then declare the fixed layout."""
-        t = self.table
-        local = "ip daddr @node_addrs" if self.node_addresses else "fib daddr type local"
-        lines = [f"table ip {t}", f"delete table ip {t}", f"table ip {t} {{",
-                 f"  counter {LAYOUT} {{ }}",
-                 "  map services { type ipv4_addr . inet_proto . inet_service : verdict; counter; }",
-                 "  map slots { type ipv4_addr . inet_proto . inet_service . mark"
-                 " : ipv4_addr . inet_service; }",
-                 "  map nodeports { type inet_proto . inet_service : verdict; counter; }",
-                 "  map ext_slots { type inet_proto . inet_service . mark : ipv4_addr . inet_service; }",
-                 "  set hairpin { type ipv4_addr . ipv4_addr; }",
-                 "  set node_addrs { type ipv4_addr; }",
-                 "  counter refused { }",
-                 "  chain refuse {",
-                 "    counter name refused",
-                 "    meta l4proto tcp reject with tcp reset",
-                 "    reject",
-                 "  }"]
-        for n in (*range(1, EXACT + 1), WIDE):
-            lines += [f"  chain pick_{n} {{",
-                      f"    ct mark set numgen random mod {n}",
-                      "    dnat ip to ip daddr . meta l4proto . th dport . ct mark map @slots",
-                      "  }",
-                      f"  chain xpick_{n} {{",
-                      f"    ct mark set numgen random mod {n} offset {EXTERNAL}",
-                      "    dnat ip to meta l4proto . th dport . ct mark map @ext_slots",
-                      "  }"]
-        for hook, priority in (("prerouting", "dstnat"), ("output", "-100")):
-            lines += [f"  chain {hook} {{",
-                      f"    type nat hook {hook} priority {priority}; policy accept;",
-                      "    ip daddr . meta l4proto . th dport vmap @services",
-                      f"    {local} meta l4proto . th dport vmap @nodeports",
-                      "  }"]
-        lines += ["  chain postrouting {",
-                  "    type nat hook postrouting priority srcnat; policy accept;",
-                  "    ct status dnat ip saddr . ip daddr @hairpin masquerade",
-                  f'    ct mark and {EXTERNAL:#x} == {EXTERNAL:#x} oifname != "{self.bridge}" masquerade',
-                  "  }", "}"]
-        return "\n".join(lines) + "\n"
+        return skeleton(self.table, self.bridge, self.node_addresses)
 
     def _send(self, script: str) -> None:
         self.last_script = script
@@ -420,38 +353,19 @@ class NftablesDataPlane(DataPlane):
         except (policy_nft.PolicyError, ServiceTableError):
             return None  # no such table or object
 
-    def _read_kernel(self) -> _Kernel | None:
+    def _read_kernel(self) -> Kernel | None:
         """The table's elements, or None when it is missing or of another layout (replace it).
         One text listing, parsed by pattern: each `nft list` fills libnftables' cache with the
         whole table anyway (~1 s at 30,000 services), and JSON is slower to produce and to load."""
         text = self._listing("table", "")
         if text is None:
             return None
-        blocks = {(kind, name): body for kind, name, body in _BLOCK.findall(text)}
-        local = "@node_addrs" if self.node_addresses else "fib daddr type local"
-        if (local not in blocks.get(("chain", "prerouting"), "") or ("counter", LAYOUT) not in blocks
-                or ("chain", f"xpick_{WIDE}") not in blocks):
-            return None
-        kernel = _Kernel()
-        listed = {name: blocks.get((kind, name), "") for kind, name in (
-            ("map", "services"), ("map", "slots"), ("map", "nodeports"), ("map", "ext_slots"),
-            ("set", "hairpin"), ("set", "node_addrs"))}
-        for ip, proto, port, _, chain in _SERVICE.findall(listed["services"]):
-            kernel.services[(ip, proto, int(port))] = chain
-        for ip, proto, port, mark, bip, bport in _SLOT.findall(listed["slots"]):
-            kernel.slots.setdefault((ip, proto, int(port)), {})[int(mark, 16)] = (bip, int(bport))
-        for proto, port, _, chain in _NODEPORT.findall(listed["nodeports"]):
-            kernel.nodeports[(proto, int(port))] = chain
-        for proto, port, mark, bip, bport in _EXT_SLOT.findall(listed["ext_slots"]):
-            kernel.ext_slots.setdefault((proto, int(port)), {})[int(mark, 16) - EXTERNAL] = (bip, int(bport))
-        kernel.hairpin = {a for a, b in _PAIR.findall(listed["hairpin"]) if a == b}
-        kernel.node_addrs = set(_ADDR.findall(listed["node_addrs"].partition("elements")[2]))
-        return kernel
+        return parse(text, self.node_addresses)
 
     def programmed(self) -> DataPlaneState:
         """What the kernel holds now: services and external ports (backends as address and port,
         sorted), identities and policies from the policy table."""
-        kernel = self._read_kernel() or _Kernel()
+        kernel = self._read_kernel() or Kernel()
 
         def backends(chain: str, slots: dict[int, Addr]) -> tuple[Backend, ...]:
             count = 0 if chain == "refuse" else int(chain.rsplit("_", 1)[1])
@@ -509,36 +423,6 @@ class NftablesDataPlane(DataPlane):
         self._kernel = None
         self._inputs = ({}, {})
         self._refs = Counter()
-
-
-class _Ops:
-    """The lines of one transaction: element deletes and adds, one line per map and kind."""
-
-    def __init__(self, table: str) -> None:
-        self.table = table
-        self.lines: list[str] = []
-
-    def add(self, name: str, elements: list[str]) -> None:
-        if elements:
-            self.lines.append(f"add element ip {self.table} {name} {{ {', '.join(elements)} }}")
-
-    def delete(self, name: str, elements: list[str]) -> None:
-        if elements:
-            self.lines.append(f"delete element ip {self.table} {name} {{ {', '.join(elements)} }}")
-
-    def script(self) -> str:
-        # deletes before adds: a changed element is deleted and re-added in the same transaction
-        dels = [line for line in self.lines if line.startswith("delete")]
-        adds = [line for line in self.lines if line.startswith("add")]
-        return "\n".join(dels + adds) + "\n" if self.lines else ""
-
-
-def _svc_elem(key: SvcKey) -> str:
-    return f"{key[0]} . {key[1]} . {key[2]}"
-
-
-def _ext_elem(key: ExtKey) -> str:
-    return f"{key[0]} . {key[1]}"
 
 
 def _check_ip(ip: str, what: str) -> None:
