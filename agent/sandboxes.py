@@ -33,6 +33,7 @@ from typing import Any
 from ccattler.agent.desired import InstanceSpec
 from ccattler.engine.facts import CcaError
 from ccattler.engine.facts.groups import port_clashes
+from ccattler.engine.facts.keys import DESIRED_GROUPS, DESIRED_SERVICES
 
 log = logging.getLogger(__name__)
 SANDBOX_PREFIX = "group:"
@@ -79,7 +80,7 @@ class Sandboxes:
         arrangement = Arrangement(run={})
         by_group: dict[str, list[InstanceSpec]] = {}
         for key, spec in desired.items():
-            group = facts.get(f"desired/group/{spec.group}") if spec.group else None
+            group = facts.get(f"{DESIRED_GROUPS}{spec.group}") if spec.group else None
             if isinstance(group, dict) and group.get("share_network") and self.runtime_kind != "sim":
                 by_group.setdefault(str(spec.group), []).append(spec)
             else:
@@ -88,7 +89,7 @@ class Sandboxes:
         for name in set(self.seats) - set(by_group):
             del self.seats[name]
         for name, members in by_group.items():
-            self._arrange_group(name, facts[f"desired/group/{name}"], members, facts, network, arrangement)
+            self._arrange_group(name, facts[f"{DESIRED_GROUPS}{name}"], members, facts, network, arrangement)
         if self._dump() != before:
             self._save()
         return arrangement
@@ -101,7 +102,7 @@ class Sandboxes:
                 out.held[spec.key] = ("failed", f"group {name} shares its network: the process runtime has "
                                                 "no network namespaces (run this node with --runtime runc)")
             return
-        clashes = port_clashes({s: facts.get(f"desired/service/{s}") for s in services})
+        clashes = port_clashes({s: facts.get(f"{DESIRED_SERVICES}{s}") for s in services})
         if clashes:
             for spec in members:
                 out.held[spec.key] = ("failed", f"group {name} shares its network, but {'; '.join(clashes)}")

@@ -143,7 +143,7 @@ def service(name: str, count: int):  # noqa: ANN201
 
 
 def bench_runner(ttl: float, rounds: int) -> None:
-    from ccattler.engine.runner.leader import LEADER_KEY
+    from ccattler.engine.facts.keys import LEADER_RUNNER
     from ccattler.engine.store import open_store
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -153,20 +153,20 @@ def bench_runner(ttl: float, rounds: int) -> None:
             bench.server(0)
             for name in ("runner-1", "runner-2"):
                 bench.start(name, "runner", "--identity", name, "--leader-ttl", str(ttl))
-            until(lambda: store.get(LEADER_KEY), "a leader", 30)
+            until(lambda: store.get(LEADER_RUNNER), "a leader", 30)
             with bench.client() as api:
                 until(lambda: _answers(api), "the API server", 30, 0.2)
                 bench.join_and_run_agents(2)
                 until(lambda: len(api.get("nodes")["items"]) == 2, "2 nodes", 60, 0.2)
                 leads, acts = [], []
                 for n in range(rounds):
-                    leader = store.get(LEADER_KEY).value["identity"]
+                    leader = store.get(LEADER_RUNNER).value["identity"]
                     api.apply([service("web", 2 + n)])
                     until(lambda n=n: _placed(store) == 2 + n, "placements", 60)
                     killed = time.monotonic()
                     bench.kill(leader)
                     api.apply([service("web", 3 + n)])  # acknowledged while no runner leads
-                    until(lambda leader=leader: (f := store.get(LEADER_KEY)) and
+                    until(lambda leader=leader: (f := store.get(LEADER_RUNNER)) and
                           f.value["identity"] != leader, "a new leader", ttl + 30, 0.01)
                     leads.append(time.monotonic() - killed)
                     until(lambda n=n: _placed(store) == 3 + n, "the apply placed", 60, 0.01)

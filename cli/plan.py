@@ -15,6 +15,7 @@ from typing import Annotated
 import typer
 
 from ccattler.cli._common import reports_errors
+from ccattler.engine.facts.keys import DESIRED_NETWORKS
 
 
 def register(app: typer.Typer) -> None:
@@ -57,7 +58,7 @@ def plan(
         Console().print(report)
         from ccattler.engine.netpolicy.effect import summary_lines
 
-        network = summary_lines(facts) if any(k.startswith("desired/network/") for k in facts) else []
+        network = summary_lines(facts) if any(k.startswith(DESIRED_NETWORKS) for k in facts) else []
         if network:
             typer.echo("\nnetwork policy:")
             typer.echo("\n".join(f"  {line}" for line in network))

@@ -8,9 +8,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-GATES = "desired/gate/"
-ENDPOINTS = "derived/endpoint/"
-OBSERVED_NODES = "observed/node/"
+from ccattler.engine.facts.keys import DESIRED_GATES, ENDPOINTS, OBSERVED_NODES
+
 #: The port a gate listens on (HTTP); `gate` has no listen-port field yet.
 DEFAULT_PORT = 80
 
@@ -45,8 +44,8 @@ class Gate:
 def gates_from_slice(facts: Mapping[str, Any]) -> tuple[list[Gate], list[str]]:
     """The well-formed gates, sorted by name, and one problem line per document that is not."""
     gates, problems = [], []
-    for key in sorted(k for k in facts if k.startswith(GATES)):
-        doc, name = facts[key], key[len(GATES):]
+    for key in sorted(k for k in facts if k.startswith(DESIRED_GATES)):
+        doc, name = facts[key], key[len(DESIRED_GATES):]
         try:
             gates.append(_gate(name, doc))
         except (TypeError, ValueError, KeyError, AttributeError) as exc:

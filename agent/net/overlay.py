@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ccattler.engine.facts import CcaError
+from ccattler.engine.facts.keys import OBSERVED_NODES, SUBNETS
 
 #: VXLAN encapsulation overhead (outer IPv4 20 + UDP 8 + VXLAN 8 + inner Ethernet 14).
 ENCAP_OVERHEAD = 50
@@ -82,10 +83,10 @@ def peers_from_slice(facts: Any, self_node: str) -> set[Peer]:
     for key, doc in facts.items():
         if not isinstance(doc, dict):
             continue
-        if key.startswith("observed/node/"):
-            addresses[key[len("observed/node/"):]] = doc.get("address")
-        elif key.startswith("derived/network/subnet/"):
-            subnets[key[len("derived/network/subnet/"):]] = doc.get("subnet")
+        if key.startswith(OBSERVED_NODES):
+            addresses[key[len(OBSERVED_NODES):]] = doc.get("address")
+        elif key.startswith(SUBNETS):
+            subnets[key[len(SUBNETS):]] = doc.get("subnet")
     return desired_peers(self_node, addresses, {n: s for n, s in subnets.items() if isinstance(s, str)})
 
 

@@ -14,6 +14,7 @@ from typing import Any
 from ccattler.engine.admission.capabilities import BadCapability, parse_capability
 from ccattler.engine.admission.vocabulary import Facts, Request
 from ccattler.engine.facts import display_name
+from ccattler.engine.facts.keys import DESIRED_GRANTS, DESIRED_ROLES
 from ccattler.engine.solve import Const
 
 
@@ -37,14 +38,14 @@ def _conferred(request: Request, after: Mapping[str, Mapping[str, Any]]) -> Iter
     if ref.kind == "role":
         yield from _role_capabilities(doc)
     elif ref.kind == "grant":
-        yield from _role_capabilities(after.get(f"desired/role/{doc['role']}"))
+        yield from _role_capabilities(after.get(f"{DESIRED_ROLES}{doc['role']}"))
     elif ref.kind == "group" and doc.get("type") == "auth" and ref.tenant is not None:
         names = {ref.full_name, display_name(ref.tenant, ref.name)}
         for key, grant in after.items():
-            if key.startswith("desired/grant/") and (grant.get("to"), grant.get("subject")) in {
+            if key.startswith(DESIRED_GRANTS) and (grant.get("to"), grant.get("subject")) in {
                 ("group", name) for name in names
             }:
-                yield from _role_capabilities(after.get(f"desired/role/{grant['role']}"))
+                yield from _role_capabilities(after.get(f"{DESIRED_ROLES}{grant['role']}"))
 
 
 def add_conferred(facts: Facts, requests: Iterable[Request], after: Mapping[str, Mapping[str, Any]]) -> None:

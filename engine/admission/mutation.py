@@ -13,6 +13,7 @@ from typing import Any
 from ccattler.engine.admission.evaluate import Mutation
 from ccattler.engine.admission.model import Denial
 from ccattler.engine.admission.reasons import render_value
+from ccattler.engine.facts.keys import DESIRED_SERVICES
 
 _MAP_FIELDS = ("tags", "env")
 
@@ -49,7 +50,7 @@ def apply_mutations(
     result = dict(docs)
     for (service, field), mutation in sorted(chosen.items()):
         tenant, _, name = service.partition("/")
-        key = f"desired/service/{tenant}/{name}"
+        key = f"{DESIRED_SERVICES}{tenant}/{name}"
         if result.get(key) is None:
             continue  # only objects this request writes are mutated
         doc = result[key] = copy.deepcopy(result[key])

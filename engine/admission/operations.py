@@ -43,6 +43,7 @@ from ccattler.engine.admission.plan import (
 )
 from ccattler.engine.admission.vocabulary import Facts, Request, add_auth, add_requests, add_subject
 from ccattler.engine.facts import DEFAULT_TENANT, CcaError, check_value
+from ccattler.engine.facts.keys import DESIRED_LP
 from ccattler.engine.store import Store
 
 if TYPE_CHECKING:
@@ -92,7 +93,7 @@ def _apply_writes(
     longer do; objects of other files are never touched."""
     writes: dict[str, Any] = dict(compiled)
     for key, doc in state.docs.items():
-        if key.startswith("desired/lp/") or key in compiled:
+        if key.startswith(DESIRED_LP) or key in compiled:
             continue
         if doc.get("source") in source_names:
             writes[key] = None
@@ -262,6 +263,6 @@ def authorize(
     """May `principal` use `capability` (`service.exec`, `secret.read`…) on `resource`
     (`tenant/name`, a bare name in `tenant`, `tenant/*`, or None for cluster-wide)?"""
     cap_kind, verb = parse_capability(capability)
-    state = read_state(store, (*AUTH_PREFIXES, "desired/lp/"))
+    state = read_state(store, (*AUTH_PREFIXES, DESIRED_LP))
     request = _resource_request(verb, cap_kind, resource, tenant, store)
     return _decide(state, principal, [request], f"{capability} {resource or ''}".strip())

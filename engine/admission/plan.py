@@ -27,12 +27,23 @@ from ccattler.engine.admission.vocabulary import (
     add_requests,
     add_subject,
 )
+from ccattler.engine.facts.keys import (
+    DESIRED,
+    DESIRED_CONNECTIONS,
+    DESIRED_GRANTS,
+    DESIRED_GROUPS,
+    DESIRED_LP,
+    DESIRED_POLICIES,
+    DESIRED_ROLES,
+    DESIRED_SECRETS,
+    DESIRED_TENANTS,
+)
 from ccattler.engine.store import Compare, Store
 
 #: Documents that say who may do what (auth groups among `group`s).
-AUTH_PREFIXES = ("desired/role/", "desired/policy/", "desired/grant/", "desired/group/")
+AUTH_PREFIXES = (DESIRED_ROLES, DESIRED_POLICIES, DESIRED_GRANTS, DESIRED_GROUPS)
 #: Documents that decide admission; the commit is guarded on every key read under them.
-GUARDED_PREFIXES = (*AUTH_PREFIXES, "desired/lp/", "desired/tenant/")
+GUARDED_PREFIXES = (*AUTH_PREFIXES, DESIRED_LP, DESIRED_TENANTS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,7 +56,7 @@ class State:
     policies: tuple[tuple[str, str], ...]  # (name, .lp text), by name
 
 
-def read_state(store: Store, prefixes: tuple[str, ...] = ("desired/",)) -> State:
+def read_state(store: Store, prefixes: tuple[str, ...] = (DESIRED,)) -> State:
     """Documents under `prefixes` (`desired/lp/` split out as operator policies)."""
     docs: dict[str, Mapping[str, Any]] = {}
     mods: dict[str, int] = {}
@@ -57,7 +68,7 @@ def read_state(store: Store, prefixes: tuple[str, ...] = ("desired/",)) -> State
             mods[fact.key] = fact.mod_revision
     policies = tuple(
         (docs[key]["name"], docs[key]["text"]) for key in sorted(docs)
-        if key.startswith("desired/lp/") and docs[key].get("program", "admission") == "admission"
+        if key.startswith(DESIRED_LP) and docs[key].get("program", "admission") == "admission"
     )
     return State(revision, docs, mods, policies)
 
@@ -96,7 +107,7 @@ def _secret_refs(doc: Mapping[str, Any] | None, docs: Mapping[str, Any]) -> set[
     refs = {s["name"] for s in doc.get("secrets") or ()}
     for connection in doc.get("connections") or ():
         tenant, _, name = connection.partition("/")
-        secret = (docs.get(f"desired/connection/{tenant}/{name}") or {}).get("secret")
+        secret = (docs.get(f"{DESIRED_CONNECTIONS}{tenant}/{name}") or {}).get("secret")
         if secret:
             refs.add(secret)
     return refs
@@ -111,7 +122,7 @@ def _secret_use(change: Change, after: Mapping[str, Any], before: Mapping[str, A
     requests = []
     for full in sorted(new_refs):
         tenant, _, name = full.partition("/")
-        ref = ObjectRef("secret", tenant, name, f"desired/secret/{tenant}/{name}")
+        ref = ObjectRef("secret", tenant, name, f"{DESIRED_SECRETS}{tenant}/{name}")
         requests.append(Request("use", "secret", full, ref, None, after.get(ref.key) or {}))
     return requests
 
@@ -143,7 +154,7 @@ def _judge(
     state: State, principal: Principal, writes: Mapping[str, Mapping[str, Any] | None], summary: str
 ) -> tuple[tuple[list[Change], ...], Verdict]:
     added, changed, removed, unchanged = _classify(state, writes)
-    after = {k: v for k, v in state.docs.items() if not k.startswith("desired/lp/")}
+    after = {k: v for k, v in state.docs.items() if not k.startswith(DESIRED_LP)}
     for key, doc in writes.items():
         if doc is None:
             after.pop(key, None)
@@ -172,7 +183,7 @@ def context_for(state: State, principal: Principal, requests: list[Request], sum
     if principal.team:
         subject["team"] = (principal.team,)
     policies = {
-        doc["name"]: doc for key, doc in state.docs.items() if key.startswith("desired/policy/")
+        doc["name"]: doc for key, doc in state.docs.items() if key.startswith(DESIRED_POLICIES)
     }
     return Context(summary, {(r.verb, r.kind, r.name): r for r in requests}, subject, policies)
 

@@ -20,6 +20,7 @@ from ccattler.engine.admission.probe import probe
 from ccattler.engine.admission.signatures import signatures
 from ccattler.engine.admission.vocabulary import VOCABULARY
 from ccattler.engine.facts import desired_key
+from ccattler.engine.facts.keys import DESIRED_LP
 from ccattler.engine.store import Store
 
 #: The largest policy text accepted, in bytes.
@@ -97,7 +98,7 @@ def apply_policy(
 
 def list_policies(store: Store) -> list[OperatorPolicy]:
     """Every stored operator policy, by name."""
-    facts, _ = store.range("desired/lp/")
+    facts, _ = store.range(DESIRED_LP)
     return [OperatorPolicy(f.value["name"], f.value["text"], f.mod_revision) for f in facts]
 
 

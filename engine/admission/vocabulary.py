@@ -17,6 +17,7 @@ from ccattler.dsl.limits import DEFAULT_TENANT_INSTANCES
 from ccattler.engine.admission.capabilities import BadCapability, parse_capability
 from ccattler.engine.admission.model import ObjectRef, Principal
 from ccattler.engine.facts import CcaError, display_name
+from ccattler.engine.facts.keys import DESIRED_SERVICES, DESIRED_TENANTS, DESIRED_VOLUMES
 from ccattler.engine.solve import Const, to_symbol
 
 MIB = 1024 * 1024
@@ -249,7 +250,7 @@ def add_quota(
 ) -> None:
     """Quotas of `tenants` (as declared after the request) with their services and volumes."""
     for tenant in sorted(set(tenants)):
-        limits = effective_quota(after.get(f"desired/tenant/{tenant}"))
+        limits = effective_quota(after.get(f"{DESIRED_TENANTS}{tenant}"))
         for resource, limit in sorted(limits.items()):
             limit = int(limit) // MIB if resource in _QUOTA_MIB else limit
             amount = _int(limit, f"tenant {tenant} quota {resource}")
@@ -275,7 +276,7 @@ def committed_instances(doc: Mapping[str, Any]) -> int:
 
 
 def _add_usage(facts: Facts, state: Const, tenant: str, docs: Mapping[str, Mapping[str, Any]]) -> None:
-    services, volumes = f"desired/service/{tenant}/", f"desired/volume/{tenant}/"
+    services, volumes = f"{DESIRED_SERVICES}{tenant}/", f"{DESIRED_VOLUMES}{tenant}/"
     for key, doc in docs.items():
         if key.startswith(services):
             resources = doc.get("resources") or {}
@@ -311,7 +312,7 @@ def add_external_claims(facts: Facts, requests: Iterable[Request],
     if not wanted:
         return
     for key, doc in after.items():
-        if key.startswith("desired/service/"):
-            name = key[len("desired/service/"):]
+        if key.startswith(DESIRED_SERVICES):
+            name = key[len(DESIRED_SERVICES):]
             for port, protocol in sorted(_external_ports(doc) & wanted):
                 facts.add("external_claim", name, port, Const(protocol))

@@ -10,6 +10,7 @@ from typing import Any
 from urllib.parse import quote, urlencode
 
 from ccattler.engine.api.errors import NotFound
+from ccattler.engine.facts.keys import DESIRED_CONNECTIONS
 from ccattler.engine.secrets import KeyProvider, reveal_secret
 from ccattler.engine.store import Store
 
@@ -44,7 +45,7 @@ def connection_files(store: Store, keys: KeyProvider, service: dict[str, Any]
     files = []
     for ref in service.get("connections") or []:
         tenant, _, name = str(ref).partition("/")
-        fact = store.get(f"desired/connection/{tenant}/{name}")
+        fact = store.get(f"{DESIRED_CONNECTIONS}{tenant}/{name}")
         if fact is None:
             raise NotFound(f"connection {ref} is not declared")
         secret = fact.value.get("secret")

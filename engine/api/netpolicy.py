@@ -6,12 +6,13 @@ from __future__ import annotations
 from typing import Any
 
 from ccattler.engine.facts import InvalidValue
+from ccattler.engine.facts.keys import DESIRED_LP, DESIRED_NETWORKS, DESIRED_SERVICES
 from ccattler.engine.netpolicy import explain_connection, explain_service, parse_endpoint
 from ccattler.engine.runner.snapshot import read_snapshot
 from ccattler.engine.store import Store
 
 #: What the network-policy logic reads (addresses stay out of it).
-NETPOLICY_PREFIXES = ("desired/service/", "desired/network/", "desired/lp/")
+NETPOLICY_PREFIXES = (DESIRED_SERVICES, DESIRED_NETWORKS, DESIRED_LP)
 
 
 def explain_network_live(store: Store, kind: str, source: str, destination: str,
@@ -40,6 +41,6 @@ def diff_connections(store: Store, diff: Any) -> dict[str, list[Any]]:
             after[change.ref.key] = change.new
     for change in diff.removed:
         after.pop(change.ref.key, None)
-    if not any(k.startswith("desired/network/") for k in (*before, *after)):
+    if not any(k.startswith(DESIRED_NETWORKS) for k in (*before, *after)):
         return {"opened": [], "closed": []}  # no rule anywhere: everything stays open
     return connection_changes(before, after)

@@ -14,7 +14,7 @@ from ccattler.engine.api.calls import Call
 from ccattler.engine.api.errors import BadRequest, NotFound
 from ccattler.engine.api.gen.ccattler.v1 import api_pb2
 from ccattler.engine.facts import CcaError
-from ccattler.engine.facts.keys import node_intent_key
+from ccattler.engine.facts.keys import DESIRED_NODES, NODE_CONDITIONS, OBSERVED_NODES, node_intent_key
 from ccattler.engine.store import Store
 
 INTENTS = ("drain", "disable", "enable")
@@ -41,7 +41,7 @@ class NodeCalls:
         self._allow(call, "node.update", request.node)
         node = request.node
         known = any(self.store.get(f"{prefix}{node}") is not None
-                    for prefix in ("observed/node/", "derived/node/", "desired/node/"))
+                    for prefix in (OBSERVED_NODES, NODE_CONDITIONS, DESIRED_NODES))
         if not known and self.store.get(key) is None:
             raise NotFound(f"node {node!r} is not known (cca get nodes)")
         principal = call.principal

@@ -6,9 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 from ccattler.dsl import Reader, Source, compile_sources
-from ccattler.engine.autoscale.effective import SCALE
 from ccattler.engine.autoscale.explain import scaling_json, scaling_lines
 from ccattler.engine.facts import DEFAULT_TENANT
+from ccattler.engine.facts.keys import SCALE
 from ccattler.engine.placement.explain import explain
 from ccattler.engine.placement.offline import PLAN_PREFIXES, PlanReport, simulate
 from ccattler.engine.runner.snapshot import read_snapshot

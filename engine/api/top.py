@@ -5,6 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from ccattler.engine.facts.keys import (
+    DESIRED_SERVICES,
+    INSTANCES,
+    OBSERVED_INSTANCES,
+    OBSERVED_NODES,
+)
 from ccattler.engine.store import Store
 
 
@@ -14,11 +20,11 @@ def _prefix(root: str, tenant: str | None) -> str:
 
 def workloads(store: Store, tenant: str | None, tags: dict[str, str]) -> list[dict[str, Any]]:
     """One row per instance: where it runs, its state, and cpu/memory/pids used and requested."""
-    facts, revision = store.range(_prefix("derived/instance/", tenant))
-    services = {f.key.removeprefix("desired/service/"): f.value
-                for f in store.range(_prefix("desired/service/", tenant), revision)[0]}
-    observed = {f.key.removeprefix("observed/instance/"): f.value
-                for f in store.range(_prefix("observed/instance/", tenant), revision)[0]}
+    facts, revision = store.range(_prefix(INSTANCES, tenant))
+    services = {f.key.removeprefix(DESIRED_SERVICES): f.value
+                for f in store.range(_prefix(DESIRED_SERVICES, tenant), revision)[0]}
+    observed = {f.key.removeprefix(OBSERVED_INSTANCES): f.value
+                for f in store.range(_prefix(OBSERVED_INSTANCES, tenant), revision)[0]}
     rows = []
     for fact in facts:
         t, service, instance = fact.key.split("/")[2:5]
@@ -37,9 +43,9 @@ def workloads(store: Store, tenant: str | None, tags: dict[str, str]) -> list[di
 
 def nodes(store: Store) -> list[dict[str, Any]]:
     """One row per live node: capacity, the usage of its instances summed, and how many run."""
-    facts, revision = store.range("observed/node/")
+    facts, revision = store.range(OBSERVED_NODES)
     per_node: dict[str, dict[str, int]] = {}
-    for fact in store.range("observed/instance/", revision)[0]:
+    for fact in store.range(OBSERVED_INSTANCES, revision)[0]:
         doc = fact.value
         usage = doc.get("usage") or {}
         totals = per_node.setdefault(str(doc.get("node")), {"cpu": 0, "memory": 0, "pids": 0, "instances": 0})
@@ -48,7 +54,7 @@ def nodes(store: Store) -> list[dict[str, Any]]:
             totals[field] += int(usage.get(field) or 0)
     rows = []
     for fact in facts:
-        node = fact.key.removeprefix("observed/node/")
+        node = fact.key.removeprefix(OBSERVED_NODES)
         capacity = fact.value.get("capacity") or {}
         used = per_node.get(node, {"cpu": 0, "memory": 0, "pids": 0, "instances": 0})
         rows.append({"name": node, **used, "cpu_capacity": capacity.get("cpu", 0),

@@ -17,6 +17,7 @@ from ccattler.engine.api.errors import BadRequest, NotFound
 from ccattler.engine.api.gen.ccattler.v1 import api_pb2
 from ccattler.engine.api.tunnel import TunnelHub
 from ccattler.engine.facts import DEFAULT_TENANT, CcaError, parse_service
+from ccattler.engine.facts.keys import DESIRED_SERVICES, METRICS, NODE_CONDITIONS, OBSERVED_NODES
 from ccattler.engine.store import Store
 
 INSPECT_TIMEOUT = 15.0
@@ -91,18 +92,18 @@ class WorkloadCalls:
             raise BadRequest(f"metric name: {exc}") from None
         if "/" in request.name:
             raise BadRequest(f"metric name {request.name!r} must not contain '/'")
-        if self.store.get(f"desired/service/{ref.tenant}/{ref.name}") is None:
+        if self.store.get(f"{DESIRED_SERVICES}{ref.tenant}/{ref.name}") is None:
             raise NotFound(f"service {ref.full} is not declared")
         self._allow(call, "service.update", ref.full)
-        key = f"observed/metric/{ref.tenant}/{ref.name}/{request.name}/cli"
+        key = f"{METRICS}{ref.tenant}/{ref.name}/{request.name}/cli"
         revision = self.store.put(key, {"value": request.value, "time": time.time(), "source": "cli"})
         return api_pb2.Json(json=json.dumps({"key": key, "revision": revision}))
 
     def NodeInspect(self, request: api_pb2.GetRequest, call: Call) -> api_pb2.Json:
         self._allow(call, "node.read")
         node = request.name
-        observed = self.store.get(f"observed/node/{node}") if node else None
-        condition = self.store.get(f"derived/node/{node}") if node else None
+        observed = self.store.get(f"{OBSERVED_NODES}{node}") if node else None
+        condition = self.store.get(f"{NODE_CONDITIONS}{node}") if node else None
         if observed is None and condition is None:
             raise NotFound(f"node {node!r} is not known (cca get nodes)")
         session = self.tunnels.open(node, "inspect", {}, node)

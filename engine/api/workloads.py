@@ -12,6 +12,7 @@ from ccattler.engine.api.errors import BadRequest, NotFound
 from ccattler.engine.api.gen.ccattler.v1 import api_pb2
 from ccattler.engine.api.tunnel import Session, TunnelHub
 from ccattler.engine.facts import CcaError, parse_service
+from ccattler.engine.facts.keys import DESIRED_SERVICES, PLACEMENTS
 from ccattler.engine.store import Store
 
 #: `allow(capability, "tenant/service")` raises unless the caller may.
@@ -34,7 +35,7 @@ class Target:
 
 def _placed(store: Store, tenant: str, service: str | None = None, instance: str | None = None
             ) -> list[Target]:
-    prefix = f"derived/placement/{tenant}/" + (instance or "")
+    prefix = f"{PLACEMENTS}{tenant}/" + (instance or "")
     facts = store.range(prefix)[0] if instance is None else [f for f in [store.get(prefix)] if f]
     return [Target(tenant, f.value.get("instance") or f.key.rsplit("/", 1)[-1], str(f.value.get("service")),
                    f.value.get("node"))
@@ -45,7 +46,7 @@ def resolve(store: Store, tenant: str, target: str, tags: dict[str, str] | None 
     """The instances of a service, one instance, or (with `tags`) every tenant service tagged so."""
     if tags:
         found = []
-        for fact in store.range(f"desired/service/{tenant}/")[0]:
+        for fact in store.range(f"{DESIRED_SERVICES}{tenant}/")[0]:
             mine = fact.value.get("tags") or {}
             if all(mine.get(k) == v for k, v in tags.items()):
                 found += _placed(store, tenant, service=f"{tenant}/{fact.value.get('name')}")
@@ -53,7 +54,7 @@ def resolve(store: Store, tenant: str, target: str, tags: dict[str, str] | None 
     if not target:
         raise BadRequest("name a service or an instance (or give --tag)")
     ref = parse_service(target, tenant)
-    if store.get(f"desired/service/{ref.tenant}/{ref.name}") is not None:
+    if store.get(f"{DESIRED_SERVICES}{ref.tenant}/{ref.name}") is not None:
         return _placed(store, ref.tenant, service=ref.full)
     found = _placed(store, ref.tenant, instance=ref.name)
     if not found:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ccattler.engine.facts import CcaError
+from ccattler.engine.facts.keys import AUTH_TOKENS
 from ccattler.engine.store import Compare, Store
 
 DEFAULT_JOIN_TTL = 3600.0
@@ -53,7 +54,8 @@ def create_token(
     expires = time.time() + ttl
     document: dict[str, Any] = {"kind": kind, "hash": _hash(secret), "expires": expires, "user": user,
                                 "created": time.time(), "created_by": by}
-    ok, revision = store.txn([Compare(f"auth/token/{token_id}", 0)], [(f"auth/token/{token_id}", document)])
+    key = f"{AUTH_TOKENS}{token_id}"
+    ok, revision = store.txn([Compare(key, 0)], [(key, document)])
     if not ok:
         raise TokenError("token id collision; try again")
     return f"cca.{token_id}.{secret}", TokenRecord(token_id, kind, expires, user, revision)
@@ -68,7 +70,7 @@ def check_token(
     if not match:
         raise TokenError("token is malformed (expected cca.<id>.<secret>)")
     token_id, secret = match.groups()
-    fact = store.get(f"auth/token/{token_id}")
+    fact = store.get(f"{AUTH_TOKENS}{token_id}")
     if fact is None or not hmac.compare_digest(fact.value.get("hash", ""), _hash(secret)):
         raise TokenError(f"token {token_id} is unknown, revoked or already used")
     if fact.value.get("kind") != kind:
@@ -81,7 +83,7 @@ def check_token(
 def redeem_join_token(store: Store, token: str) -> TokenRecord:
     """Check a join token and delete it atomically: it works exactly once."""
     record = check_token(store, token, "join")
-    key = f"auth/token/{record.id}"
+    key = f"{AUTH_TOKENS}{record.id}"
     ok, _ = store.txn([Compare(key, record.mod_revision)], (), [key])
     if not ok:
         raise TokenError(f"token {record.id} is unknown, revoked or already used")
@@ -92,7 +94,7 @@ def revoke_token(store: Store, token_id: str) -> bool:
     """Delete a join or user token by id; False when there is none."""
     if not re.fullmatch(r"[0-9a-f]{12}", token_id):
         raise TokenError(f"token id {token_id!r} is malformed (12 hex digits)")
-    key = f"auth/token/{token_id}"
+    key = f"{AUTH_TOKENS}{token_id}"
     if store.get(key) is None:
         return False
     store.delete(key)
@@ -101,6 +103,6 @@ def revoke_token(store: Store, token_id: str) -> bool:
 
 def list_tokens(store: Store) -> list[dict[str, Any]]:
     """Token metadata (never hashes)."""
-    facts, _ = store.range("auth/token/")
+    facts, _ = store.range(AUTH_TOKENS)
     return [{"id": f.key.rsplit("/", 1)[1], "kind": f.value.get("kind"), "user": f.value.get("user"),
              "expires": f.value.get("expires"), "created_by": f.value.get("created_by")} for f in facts]

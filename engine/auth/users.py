@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ccattler.engine.facts import CcaError, parse_service
+from ccattler.engine.facts.keys import AUTH_TOKENS, AUTH_USERS
 from ccattler.engine.store import Compare, Store
 
 
@@ -46,27 +47,27 @@ def create_user(store: Store, name: str, team: str | None, groups: tuple[str, ..
     for group in groups:
         _check_name(group, "group")
     user = User(name, team or None, tuple(groups), time.time())
-    ok, _ = store.txn([Compare(f"auth/user/{name}", 0)], [(f"auth/user/{name}", user.to_json())])
+    ok, _ = store.txn([Compare(f"{AUTH_USERS}{name}", 0)], [(f"{AUTH_USERS}{name}", user.to_json())])
     if not ok:
         raise UserError(f"user {name} already exists")
     return user
 
 
 def get_user(store: Store, name: str) -> User | None:
-    fact = store.get(f"auth/user/{_check_name(name, 'user name')}")
+    fact = store.get(f"{AUTH_USERS}{_check_name(name, 'user name')}")
     return None if fact is None else User.from_json(fact.value)
 
 
 def delete_user(store: Store, name: str) -> bool:
     """Remove the user and every bearer token issued to it (one transaction)."""
-    key = f"auth/user/{_check_name(name, 'user name')}"
+    key = f"{AUTH_USERS}{_check_name(name, 'user name')}"
     if store.get(key) is None:
         return False
-    tokens, _ = store.range("auth/token/")
+    tokens, _ = store.range(AUTH_TOKENS)
     store.txn((), (), [key] + [t.key for t in tokens if t.value.get("user") == name])
     return True
 
 
 def list_users(store: Store) -> list[User]:
-    facts, _ = store.range("auth/user/")
+    facts, _ = store.range(AUTH_USERS)
     return [User.from_json(f.value) for f in facts]

@@ -6,8 +6,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-SCALE = "derived/scale/"
-
 
 def effective_service(service: Mapping[str, Any], scale: Mapping[str, Any] | None) -> Mapping[str, Any]:
     if not scale or not ((service.get("scale") or {}).get("horizontal")):

@@ -15,13 +15,9 @@ from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from ccattler.engine.autoscale import calc, horizontal, vertical
-from ccattler.engine.autoscale.effective import SCALE
+from ccattler.engine.facts.keys import DESIRED_SERVICES, INSTANCES, METRICS, OBSERVED_INSTANCES, SCALE
 from ccattler.engine.facts.snapshot import ChangeSet, Snapshot
 
-SERVICES = "desired/service/"
-INSTANCES = "derived/instance/"
-OBSERVED = "observed/instance/"
-METRICS = "observed/metric/"
 #: Samples older than this many sample periods count as missing.
 STALE_PERIODS = 3
 _STATE = {"running": calc.RUNNING, "pending": calc.PENDING, "starting": calc.PENDING,
@@ -30,7 +26,7 @@ _STATE = {"running": calc.RUNNING, "pending": calc.PENDING, "starting": calc.PEN
 
 class AutoscaleController:
     name: ClassVar[str] = "autoscaler"
-    reads: ClassVar[tuple[str, ...]] = (SERVICES, INSTANCES, OBSERVED, METRICS, SCALE)
+    reads: ClassVar[tuple[str, ...]] = (DESIRED_SERVICES, INSTANCES, OBSERVED_INSTANCES, METRICS, SCALE)
     writes: ClassVar[tuple[str, ...]] = (SCALE,)
 
     def __init__(self, time_zone: str = "UTC", sample_period: float = 15.0) -> None:
@@ -43,9 +39,9 @@ class AutoscaleController:
         metrics: dict[str, dict[str, dict[str, Any]]] = defaultdict(lambda: defaultdict(dict))
         scales: dict[str, Mapping[str, Any]] = {}
         for key, doc in snapshot.values.items():
-            if key.startswith(SERVICES):
+            if key.startswith(DESIRED_SERVICES):
                 if isinstance(doc, Mapping) and (doc.get("scale") or {}).get("horizontal"):
-                    services[key[len(SERVICES):]] = doc
+                    services[key[len(DESIRED_SERVICES):]] = doc
             elif key.startswith(INSTANCES):
                 full, _, inst = key[len(INSTANCES):].rpartition("/")
                 members[full].append(inst)
@@ -72,7 +68,7 @@ class AutoscaleController:
         fresh = {name: {src: s for src, s in by_src.items()
                         if isinstance(s.get("value"), (int, float)) and (s.get("time") or 0) >= stale_before}
                  for name, by_src in metrics.items()}
-        insts = [self._instance(name, snapshot.get(f"{OBSERVED}{tenant}/{name}"), service, fresh)
+        insts = [self._instance(name, snapshot.get(f"{OBSERVED_INSTANCES}{tenant}/{name}"), service, fresh)
                  for name in names]
         insts = _share_totals(insts, fresh, set(names))
         events = {}

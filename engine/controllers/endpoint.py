@@ -19,12 +19,8 @@ from collections import defaultdict
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
+from ccattler.engine.facts.keys import DESIRED_SERVICES, ENDPOINTS, OBSERVED_INSTANCES, PLACEMENTS
 from ccattler.engine.facts.snapshot import ChangeSet, Snapshot, changed_keys
-
-SERVICES = "desired/service/"
-PLACEMENTS = "derived/placement/"
-OBSERVED = "observed/instance/"
-ENDPOINTS = "derived/endpoint/"
 
 
 def _ports(service: dict[str, Any]) -> list[dict[str, Any]]:
@@ -37,7 +33,7 @@ def _entry(values: Mapping[str, Any], instance: str) -> tuple[str, dict[str, Any
     """(service, endpoint entry) of `tenant/instance` when it is an endpoint, else None."""
     placement = values.get(PLACEMENTS + instance)
     node = placement.get("node") if isinstance(placement, dict) else None
-    seen = values.get(OBSERVED + instance)
+    seen = values.get(OBSERVED_INSTANCES + instance)
     if not node or not isinstance(seen, dict) or seen.get("node") != node:
         return None  # unplaced, not reported yet, or still reported by the node it left
     if seen.get("state") != "running" or not seen.get("ready"):
@@ -57,14 +53,14 @@ class EndpointController:
     """Writes one endpoint document per declared service."""
 
     name: ClassVar[str] = "endpoint"
-    reads: ClassVar[tuple[str, ...]] = (SERVICES, PLACEMENTS, OBSERVED, ENDPOINTS)
+    reads: ClassVar[tuple[str, ...]] = (DESIRED_SERVICES, PLACEMENTS, OBSERVED_INSTANCES, ENDPOINTS)
     writes: ClassVar[tuple[str, ...]] = (ENDPOINTS,)
 
     def wakes_on(self, key: str, *change: Any) -> bool:
         """An agent report wakes this controller only when what makes an endpoint changed (usage
         telemetry, volumes and restarts do not): at 200 idle nodes those reports ran it 10 times a
         second over its whole snapshot."""
-        if not change or not key.startswith(OBSERVED):
+        if not change or not key.startswith(OBSERVED_INSTANCES):
             return True
         before, after = change
         return _endpoint_view(before) != _endpoint_view(after)
@@ -86,15 +82,15 @@ class EndpointController:
         self._seen = values
         services = set(self._unsettled)
         for key in changed:
-            if key.startswith((PLACEMENTS, OBSERVED)):
-                instance = key[len(PLACEMENTS if key.startswith(PLACEMENTS) else OBSERVED):]
+            if key.startswith((PLACEMENTS, OBSERVED_INSTANCES)):
+                instance = key[len(PLACEMENTS if key.startswith(PLACEMENTS) else OBSERVED_INSTANCES):]
                 services.update(self._update(values, instance))
-            elif key.startswith((SERVICES, ENDPOINTS)):
-                services.add(key[len(SERVICES if key.startswith(SERVICES) else ENDPOINTS):])
+            elif key.startswith((DESIRED_SERVICES, ENDPOINTS)):
+                services.add(key[len(DESIRED_SERVICES if key.startswith(DESIRED_SERVICES) else ENDPOINTS):])
         puts: dict[str, Any] = {}
         deletes = set()
         for full in services:
-            target, service = ENDPOINTS + full, values.get(SERVICES + full)
+            target, service = ENDPOINTS + full, values.get(DESIRED_SERVICES + full)
             if service is None:
                 if target in values:
                     deletes.add(target)

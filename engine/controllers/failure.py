@@ -15,13 +15,9 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from ccattler.engine.facts.keys import NODE_INTENT
+from ccattler.engine.facts.keys import DESIRED_NODES, NODE_CONDITIONS, NODE_INTENT, OBSERVED_NODES, PLACEMENTS
 from ccattler.engine.facts.snapshot import ChangeSet, Snapshot
 
-OBSERVED_NODES = "observed/node/"
-DECLARED_NODES = "desired/node/"
-PLACEMENTS = "derived/placement/"
-CONDITIONS = "derived/node/"
 #: The conditions of a live node that takes no new instances (its own stay placed).
 UNSCHEDULABLE = frozenset({"draining", "drained", "disabled"})
 
@@ -49,25 +45,27 @@ class FailureController:
     """Marks nodes `ready`, `down`, `draining`, `drained` or `disabled`."""
 
     name: ClassVar[str] = "failure"
-    reads: ClassVar[tuple[str, ...]] = (OBSERVED_NODES, DECLARED_NODES, PLACEMENTS, CONDITIONS, NODE_INTENT)
-    writes: ClassVar[tuple[str, ...]] = (CONDITIONS,)
+    reads: ClassVar[tuple[str, ...]] = (
+        OBSERVED_NODES, DESIRED_NODES, PLACEMENTS, NODE_CONDITIONS, NODE_INTENT,
+    )
+    writes: ClassVar[tuple[str, ...]] = (NODE_CONDITIONS,)
 
     def depends_on(self, key: str) -> tuple[str, ...]:
         """A condition follows the node's observed facts and the user's intent: guard on them."""
-        node = key[len(CONDITIONS):]
+        node = key[len(NODE_CONDITIONS):]
         return (OBSERVED_NODES + node, NODE_INTENT + node)
 
     def reconcile(self, snapshot: Snapshot, now: float) -> ChangeSet:
         alive = _names(snapshot, OBSERVED_NODES)
         holding = placed_nodes(snapshot)
-        relevant = alive | _names(snapshot, DECLARED_NODES) | holding
-        current = {key[len(CONDITIONS):]: doc for key, doc in snapshot.under(CONDITIONS)}
+        relevant = alive | _names(snapshot, DESIRED_NODES) | holding
+        current = {key[len(NODE_CONDITIONS):]: doc for key, doc in snapshot.under(NODE_CONDITIONS)}
         puts: dict[str, Any] = {}
         for node in sorted(relevant):
             condition = (live_condition(snapshot.get(NODE_INTENT + node), node in holding)
                          if node in alive else "down")
             doc = current.get(node)
             if doc is None or doc.get("condition") != condition:
-                puts[CONDITIONS + node] = {"condition": condition, "since": snapshot.revision}
-        deletes = frozenset(CONDITIONS + node for node in current if node not in relevant)
+                puts[NODE_CONDITIONS + node] = {"condition": condition, "since": snapshot.revision}
+        deletes = frozenset(NODE_CONDITIONS + node for node in current if node not in relevant)
         return ChangeSet(puts, deletes)

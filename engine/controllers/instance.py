@@ -17,11 +17,11 @@ from collections import defaultdict
 from collections.abc import Mapping
 from typing import Any, ClassVar, NamedTuple
 
-from ccattler.engine.autoscale.effective import SCALE, effective_service
-from ccattler.engine.controllers.ordered_stop import OBSERVED, StopWindow, ordinal_of, removable, stop_window
+from ccattler.engine.autoscale.effective import effective_service
+from ccattler.engine.controllers.ordered_stop import StopWindow, ordinal_of, removable, stop_window
 from ccattler.engine.disruption.surge import surge
 from ccattler.engine.facts import ServiceRef, instance_key
-from ccattler.engine.facts.keys import DISRUPTIONS
+from ccattler.engine.facts.keys import DISRUPTIONS, OBSERVED, SCALE
 from ccattler.engine.facts.snapshot import ChangeSet, Snapshot
 
 SERVICES = "desired/service/"

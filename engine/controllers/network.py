@@ -18,9 +18,9 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from ccattler.engine.controllers.failure import CONDITIONS, DECLARED_NODES, OBSERVED_NODES, PLACEMENTS
-from ccattler.engine.controllers.vip import DEFAULT_SERVICE_CIDR, SERVICES, VIPS, VipAllocator
+from ccattler.engine.controllers.vip import DEFAULT_SERVICE_CIDR, SERVICES, VipAllocator
 from ccattler.engine.facts import CcaError
+from ccattler.engine.facts.keys import DESIRED_NODES, NODE_CONDITIONS, OBSERVED_NODES, PLACEMENTS, VIPS
 from ccattler.engine.facts.snapshot import ChangeSet, Snapshot
 
 SUBNETS = "derived/network/subnet/"
@@ -64,7 +64,7 @@ class NetworkController:
 
     name: ClassVar[str] = "network"
     reads: ClassVar[tuple[str, ...]] = (
-        OBSERVED_NODES, DECLARED_NODES, CONDITIONS, PLACEMENTS, SUBNETS, ADDRESSES, SERVICES, VIPS,
+        OBSERVED_NODES, DESIRED_NODES, NODE_CONDITIONS, PLACEMENTS, SUBNETS, ADDRESSES, SERVICES, VIPS,
     )
     writes: ClassVar[tuple[str, ...]] = (SUBNETS, ADDRESSES, VIPS)
 
@@ -124,7 +124,7 @@ class NetworkController:
             elif key.startswith(SUBNETS):
                 subnets.append((key, doc))
             else:
-                for prefix in (OBSERVED_NODES, DECLARED_NODES, CONDITIONS):
+                for prefix in (OBSERVED_NODES, DESIRED_NODES, NODE_CONDITIONS):
                     if key.startswith(prefix):
                         nodes.add(key[len(prefix):])
         nodes |= {str(doc["node"]) for doc in placements.values() if doc.get("node")}

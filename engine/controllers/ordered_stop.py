@@ -18,10 +18,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ccattler.engine.facts import ServiceRef
+from ccattler.engine.facts.keys import OBSERVED_INSTANCES, OBSERVED_NODES
 from ccattler.engine.facts.snapshot import Snapshot
 
-OBSERVED_INSTANCES = "observed/instance/"
-OBSERVED_NODES = "observed/node/"
 #: The prefixes the instance controller reads for ordered stop only.
 OBSERVED = (OBSERVED_INSTANCES, OBSERVED_NODES)
 

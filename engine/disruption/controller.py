@@ -16,17 +16,22 @@ from typing import Any, ClassVar
 
 from ccattler.engine.disruption.drain import Member, Step, drain_step, rollout_active
 from ccattler.engine.disruption.rebalance import RebalanceOptions, rebalance
-from ccattler.engine.facts.keys import DISRUPTIONS, DRAINS, REBALANCE, display_name
+from ccattler.engine.facts.keys import (
+    DESIRED_NODES,
+    DESIRED_SERVICES,
+    DISRUPTIONS,
+    DRAINS,
+    INSTANCES,
+    NODE_CONDITIONS,
+    OBSERVED_INSTANCES,
+    OBSERVED_NODES,
+    PLACEMENTS,
+    REBALANCE,
+    ROLLOUTS,
+    display_name,
+)
 from ccattler.engine.facts.snapshot import ChangeSet, Snapshot
 
-SERVICES = "desired/service/"
-INSTANCES = "derived/instance/"
-PLACEMENTS = "derived/placement/"
-OBSERVED = "observed/instance/"
-OBSERVED_NODES = "observed/node/"
-DESIRED_NODES = "desired/node/"
-CONDITIONS = "derived/node/"
-ROLLOUTS = "derived/rollout/"
 DRAINING = frozenset({"draining", "drained"})
 
 
@@ -57,12 +62,12 @@ def view(snapshot: Snapshot) -> View:
             instances.append((full, name, doc))
         elif key.startswith(PLACEMENTS):
             placements[key[len(PLACEMENTS):]] = doc.get("node")
-        elif key.startswith(OBSERVED):
-            observed[key[len(OBSERVED):]] = doc
-        elif key.startswith(SERVICES):
-            services[key[len(SERVICES):]] = doc
-        elif key.startswith(CONDITIONS):
-            conditions[key[len(CONDITIONS):]] = str(doc.get("condition"))
+        elif key.startswith(OBSERVED_INSTANCES):
+            observed[key[len(OBSERVED_INSTANCES):]] = doc
+        elif key.startswith(DESIRED_SERVICES):
+            services[key[len(DESIRED_SERVICES):]] = doc
+        elif key.startswith(NODE_CONDITIONS):
+            conditions[key[len(NODE_CONDITIONS):]] = str(doc.get("condition"))
         elif key.startswith(ROLLOUTS):
             rollouts[key[len(ROLLOUTS):]] = doc
     members: dict[str, list[Member]] = defaultdict(list)
@@ -87,7 +92,8 @@ class DisruptionController:
 
     name: ClassVar[str] = "disruption"
     reads: ClassVar[tuple[str, ...]] = (
-        SERVICES, INSTANCES, PLACEMENTS, OBSERVED, OBSERVED_NODES, DESIRED_NODES, CONDITIONS, ROLLOUTS,
+        DESIRED_SERVICES, INSTANCES, PLACEMENTS, OBSERVED_INSTANCES, OBSERVED_NODES, DESIRED_NODES,
+        NODE_CONDITIONS, ROLLOUTS,
         DISRUPTIONS, DRAINS, REBALANCE,
     )
     writes: ClassVar[tuple[str, ...]] = (DISRUPTIONS, DRAINS, REBALANCE)
@@ -100,7 +106,7 @@ class DisruptionController:
     def wakes_on(self, key: str, *change: Any) -> bool:
         """Agents' instance reports matter only while a drain or a move waits on readiness (the
         periodic resync covers rebalancing); every other read always wakes it."""
-        return self._busy or not key.startswith(OBSERVED)
+        return self._busy or not key.startswith(OBSERVED_INSTANCES)
 
     def reconcile(self, snapshot: Snapshot, now: float) -> ChangeSet:
         if self.started is None:

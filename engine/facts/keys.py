@@ -26,30 +26,88 @@ CLUSTER_KINDS = frozenset({"node", "tenant", "role", "policy", "grant", "lp"})
 MAX_VALUE_BYTES = 1024 * 1024
 MAX_KEY_BYTES = 1024
 
+# The key schema's prefixes (docs/facts.md lists each with its document shape). Every reader
+# and writer names a prefix from here, so a grep for one finds all its users.
+DESIRED = "desired/"
+DERIVED = "derived/"
+OBSERVED = "observed/"
+AUDIT = "audit/"
+SECRETS = "secret/"
+AUTH_USERS = "auth/user/"
+AUTH_TOKENS = "auth/token/"
+LEADER = "leader/"
+#: The runner's leader lease (engine/runner/leader.py).
+LEADER_RUNNER = "leader/runner"
+
+# desired/<kind>/…: what users declared, written by the API server on apply.
+DESIRED_SERVICES = "desired/service/"
+DESIRED_NODES = "desired/node/"
+DESIRED_TENANTS = "desired/tenant/"
+DESIRED_CONNECTIONS = "desired/connection/"
+DESIRED_SECRETS = "desired/secret/"
+DESIRED_GATES = "desired/gate/"
+DESIRED_GROUPS = "desired/group/"
+DESIRED_VOLUMES = "desired/volume/"
+DESIRED_NETWORKS = "desired/network/"
+DESIRED_ROLES = "desired/role/"
+DESIRED_POLICIES = "desired/policy/"
+DESIRED_GRANTS = "desired/grant/"
+#: Operator `.lp` programs (admission and network-policy extensions).
+DESIRED_LP = "desired/lp/"
+
+# derived/…: what the controllers decided.
+INSTANCES = "derived/instance/"
+ROLLOUTS = "derived/rollout/"
+NODE_CONDITIONS = "derived/node/"
+SUBNETS = "derived/network/subnet/"
+ADDRESSES = "derived/network/ip/"
+PLACEMENTS = "derived/placement/"
+ENDPOINTS = "derived/endpoint/"
+VIPS = "derived/vip/"
+DNS = "derived/dns/"
+FIREWALL = "derived/firewall/"
+SCALE = "derived/scale/"
+#: Per service, what the disruption controller asks of the instance and placement controllers:
+#: surge instances, instances to remove, instances to move (docs/controllers.md).
+DISRUPTIONS = "derived/disruption/"
+#: Per draining node, what its drain waits for (shown by `cca get nodes` / `cca describe node`).
+DRAINS = "derived/drain/"
+#: The rebalancer's last cycle (its moves and their gains) and when each instance last moved.
+REBALANCE = "derived/rebalance"
+
+# observed/…: what the agents report.
+OBSERVED_NODES = "observed/node/"
+OBSERVED_INSTANCES = "observed/instance/"
+METRICS = "observed/metric/"
+
+#: A user's intent for a node (`cca drain`, `cca disable-node`; `cca enable-node` deletes it):
+#: written by the API server only, never by an apply, so no file's next apply prunes it.
+NODE_INTENT = "intent/node/"
+
 #: One writer per key, decided by its prefix (longest prefix wins).
 PREFIX_OWNERS: dict[str, str] = {
-    "desired/": "api",
+    DESIRED: "api",
     "auth/": "api",
-    "secret/": "api",
-    "audit/": "api",
+    SECRETS: "api",
+    AUDIT: "api",
     "intent/": "api",
-    "derived/instance/": "instance-controller",
-    "derived/rollout/": "rollout-controller",
-    "derived/node/": "failure-controller",
+    INSTANCES: "instance-controller",
+    ROLLOUTS: "rollout-controller",
+    NODE_CONDITIONS: "failure-controller",
     "derived/network/": "network-controller",
-    "derived/placement/": "placement-controller",
-    "derived/endpoint/": "endpoint-controller",
-    "derived/vip/": "network-controller",
-    "derived/dns/": "network-controller",
-    "derived/firewall/": "netpolicy-controller",
-    "derived/scale/": "autoscaler",
-    "derived/disruption/": "disruption-controller",
-    "derived/drain/": "disruption-controller",
-    "derived/rebalance": "disruption-controller",
-    "observed/node/": "agent",
-    "observed/instance/": "agent",
-    "observed/metric/": "agent",
-    "leader/": "runner",
+    PLACEMENTS: "placement-controller",
+    ENDPOINTS: "endpoint-controller",
+    VIPS: "network-controller",
+    DNS: "network-controller",
+    FIREWALL: "netpolicy-controller",
+    SCALE: "autoscaler",
+    DISRUPTIONS: "disruption-controller",
+    DRAINS: "disruption-controller",
+    REBALANCE: "disruption-controller",
+    OBSERVED_NODES: "agent",
+    OBSERVED_INSTANCES: "agent",
+    METRICS: "agent",
+    LEADER: "runner",
 }
 
 # A name segment: letters, digits and `_ . : -`, starting with a letter or digit.
@@ -145,37 +203,39 @@ def desired_key(kind: str, name: str, tenant: str | None = None) -> str:
     if kind in NAMESPACED_KINDS:
         if tenant is None:
             raise InvalidKey(f"kind {kind!r} is namespaced: a tenant is required")
-        return f"desired/{kind}/{_check_segment(tenant, 'tenant')}/{_check_segment(name, 'name')}"
+        return f"{DESIRED}{kind}/{_check_segment(tenant, 'tenant')}/{_check_segment(name, 'name')}"
     if kind in CLUSTER_KINDS:
         if tenant is not None:
             raise InvalidKey(f"kind {kind!r} is cluster-wide: no tenant")
-        return f"desired/{kind}/{_check_segment(name, 'name')}"
+        return f"{DESIRED}{kind}/{_check_segment(name, 'name')}"
     raise InvalidKey(f"unknown kind {kind!r}")
 
 
 def instance_key(service: ServiceRef, instance: str) -> str:
     """`derived/instance/<tenant>/<service>/<instance>`; `instance` is `<service>-<suffix>`."""
-    return f"derived/instance/{service.tenant}/{service.name}/{_check_segment(instance, 'instance')}"
+    return f"{INSTANCES}{service.tenant}/{service.name}/{_check_segment(instance, 'instance')}"
 
 
 def placement_key(tenant: str, instance: str) -> str:
     """`derived/placement/<tenant>/<instance>`."""
-    return f"derived/placement/{tenant}/{_check_segment(instance, 'instance')}"
-
-
-
-#: A user's intent for a node (`cca drain`, `cca disable-node`; `cca enable-node` deletes it):
-#: written by the API server only, never by an apply, so no file's next apply prunes it.
-NODE_INTENT = "intent/node/"
-#: Per service, what the disruption controller asks of the instance and placement controllers:
-#: surge instances, instances to remove, instances to move (docs/controllers.md).
-DISRUPTIONS = "derived/disruption/"
-#: Per draining node, what its drain waits for (shown by `cca get nodes` / `cca describe node`).
-DRAINS = "derived/drain/"
-#: The rebalancer's last cycle (its moves and their gains) and when each instance last moved.
-REBALANCE = "derived/rebalance"
+    return f"{PLACEMENTS}{tenant}/{_check_segment(instance, 'instance')}"
 
 
 def node_intent_key(node: str) -> str:
     """`intent/node/<node>`."""
     return NODE_INTENT + _check_segment(node, "node")
+
+
+def observed_node_key(node: str) -> str:
+    """`observed/node/<node>`: the node's own report (its agent is the only writer)."""
+    return OBSERVED_NODES + node
+
+
+def node_condition_key(node: str) -> str:
+    """`derived/node/<node>`: the failure controller's condition of the node."""
+    return NODE_CONDITIONS + node
+
+
+def service_key(tenant: str, name: str) -> str:
+    """`desired/service/<tenant>/<name>`, unchecked: for names read back from the store."""
+    return f"{DESIRED_SERVICES}{tenant}/{name}"

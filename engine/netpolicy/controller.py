@@ -20,13 +20,11 @@ from collections import defaultdict
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
+from ccattler.engine.facts.keys import ADDRESSES, DESIRED_LP, DESIRED_NETWORKS, DESIRED_SERVICES, FIREWALL
 from ccattler.engine.facts.snapshot import ChangeSet, Snapshot, changed_keys
 from ccattler.engine.netpolicy import facts
 from ccattler.engine.netpolicy.evaluate import Policy, evaluate, merged
-from ccattler.engine.netpolicy.facts import EXTENSIONS, RULES, SERVICES, Part, extension_texts, policy_inputs
-
-ADDRESSES = "derived/network/ip/"
-FIREWALL = "derived/firewall/"
+from ccattler.engine.netpolicy.facts import Part, extension_texts, policy_inputs
 
 
 def node_document(node: str, policy: Policy, local: Mapping[str, set[str]],
@@ -57,7 +55,7 @@ class NetpolicyController:
     """Writes one firewall document per node that runs a default-deny identity."""
 
     name: ClassVar[str] = "netpolicy"
-    reads: ClassVar[tuple[str, ...]] = (SERVICES, RULES, EXTENSIONS, ADDRESSES, FIREWALL)
+    reads: ClassVar[tuple[str, ...]] = (DESIRED_SERVICES, DESIRED_NETWORKS, DESIRED_LP, ADDRESSES, FIREWALL)
     writes: ClassVar[tuple[str, ...]] = (FIREWALL,)
 
     def __init__(self) -> None:
@@ -87,7 +85,7 @@ class NetpolicyController:
                 identities.update(self._update_address(key, values.get(key), nodes))
             elif key.startswith(FIREWALL) and values.get(key) != self._written.get(key[len(FIREWALL):]):
                 nodes.add(key[len(FIREWALL):])  # not (only) our own write coming back
-        logic = [k for k in changed if k.startswith((SERVICES, RULES, EXTENSIONS))]
+        logic = [k for k in changed if k.startswith((DESIRED_SERVICES, DESIRED_NETWORKS, DESIRED_LP))]
         if full or logic:
             self._solve(before, values, logic, nodes)
         for identity in identities:
@@ -100,11 +98,11 @@ class NetpolicyController:
         """Solve again: only the destinations the change touches when that is exact (no extension
         anywhere), else the whole policy. A partial solve rewrites only the documents of nodes
         running a touched destination."""
-        if before is None or any(k.startswith(EXTENSIONS) for k in logic):
+        if before is None or any(k.startswith(DESIRED_LP) for k in logic):
             self._extensions = bool(extension_texts(values))
         touched = None
         if before is not None and not self._extensions:
-            identities = {k[len(SERVICES):] for k in values if k.startswith(SERVICES)}
+            identities = {k[len(DESIRED_SERVICES):] for k in values if k.startswith(DESIRED_SERVICES)}
             touched = facts.touched_destinations(before, values, logic, identities)
         if touched is None:
             inputs = policy_inputs(values)
@@ -114,7 +112,7 @@ class NetpolicyController:
             self._sources_of = defaultdict(set)
             self._index_sources(self.policy.allowed)
             nodes.update(self._all_nodes(values))
-        elif touched or any(k.startswith(RULES) for k in logic):  # a rule naming nothing: its lints
+        elif touched or any(k.startswith(DESIRED_NETWORKS) for k in logic):  # a rule naming nothing: lints
             part = Part.of(values, touched, logic, identities)
             old = self.policy.allowed
             self.policy = merged(self.policy, evaluate(values, part=part), part)

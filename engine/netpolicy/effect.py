@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ccattler.engine.facts.keys import DESIRED_SERVICES
 from ccattler.engine.netpolicy.evaluate import Policy, evaluate
-from ccattler.engine.netpolicy.facts import SERVICES
 
 EVERYONE = "*"
 
@@ -20,8 +20,8 @@ def reach(values: Mapping[str, Any], policy: Policy | None = None) -> Reach:
     policy = policy or evaluate(values)
     out = {}
     for key in values:
-        if key.startswith(SERVICES):
-            identity = key[len(SERVICES):]
+        if key.startswith(DESIRED_SERVICES):
+            identity = key[len(DESIRED_SERVICES):]
             if identity in policy.guarded:
                 tuples = policy.allowed.get(identity, ())
                 out[identity] = frozenset((t.source, t.port, t.protocol) for t in tuples)

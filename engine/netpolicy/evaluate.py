@@ -12,7 +12,8 @@ from typing import Any
 
 from clingo import Symbol
 
-from ccattler.engine.netpolicy.facts import SERVICES, Part, extension_texts, snapshot_facts
+from ccattler.engine.facts.keys import DESIRED_SERVICES
+from ccattler.engine.netpolicy.facts import Part, extension_texts, snapshot_facts
 from ccattler.engine.solve import Session, SolveOptions, load_program, to_python
 
 SOLVE_OPTIONS = SolveOptions(conflicts=10_000, wall_seconds=60.0, optimize=False)
@@ -66,7 +67,7 @@ def evaluate_for(values: Mapping[str, Any], destinations: set[str], extra: Itera
     extensions = extension_texts(values)
     if extensions:
         return evaluate(values, extra, extensions)
-    identities = {k[len(SERVICES):] for k in values if k.startswith(SERVICES)}
+    identities = {k[len(DESIRED_SERVICES):] for k in values if k.startswith(DESIRED_SERVICES)}
     return evaluate(values, extra, (), Part.of(values, destinations, (), identities))
 
 

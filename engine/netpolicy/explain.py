@@ -11,8 +11,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from ccattler.engine.facts.errors import InvalidValue
+from ccattler.engine.facts.keys import DESIRED_NETWORKS, DESIRED_SERVICES
 from ccattler.engine.netpolicy.evaluate import evaluate_for
-from ccattler.engine.netpolicy.facts import RULES, SERVICES
 from ccattler.engine.solve import Const, atom, to_python
 
 _ENDPOINT = re.compile(r"(?P<id>[^:/\s]+/[^:/\s]+)(?::(?P<port>\d+))?(?:/(?P<proto>tcp|udp))?\Z")
@@ -35,7 +35,7 @@ def parse_endpoint(text: str, default_tenant: str = "default") -> tuple[str, int
 def rule_text(values: Mapping[str, Any], rule: str) -> str:
     """`allow frontend/web -> payments/db port 5432 tcp` for a rule id; an extension's name as is."""
     for key, doc in values.items():
-        if key.startswith(RULES) and key.rsplit("/", 1)[1] == rule and isinstance(doc, dict):
+        if key.startswith(DESIRED_NETWORKS) and key.rsplit("/", 1)[1] == rule and isinstance(doc, dict):
             text = f"{doc.get('action')} {doc.get('from')} -> {doc.get('to')}"
             if doc.get("port") is not None:
                 text += f" port {doc['port']}"
@@ -50,7 +50,7 @@ def explain_connection(values: Mapping[str, Any], source: str, destination: str,
                        protocol: str) -> dict[str, Any]:
     """Allowed or denied, the deciding rule and why, for one connection."""
     for name in (source, destination):
-        if SERVICES + name not in values:
+        if DESIRED_SERVICES + name not in values:
             raise InvalidValue(f"no service {name!r} (identities are services, tenant/name)")
     asked = atom("connection", source, destination, port, Const(protocol))
     policy = evaluate_for(values, {destination}, [asked])
@@ -89,7 +89,7 @@ def _tuple_text(t: Any) -> str:
 
 def explain_service(values: Mapping[str, Any], identity: str) -> dict[str, Any]:
     """Who may reach `identity`: open, or its allowed tuples and the denials, rule by rule."""
-    if SERVICES + identity not in values:
+    if DESIRED_SERVICES + identity not in values:
         raise InvalidValue(f"no service {identity!r} (identities are services, tenant/name)")
     policy = evaluate_for(values, {identity})
     named = policy.guarded.get(identity, ())

@@ -12,11 +12,9 @@ from typing import Any
 
 from clingo import Symbol
 
+from ccattler.engine.facts.keys import DESIRED_LP, DESIRED_NETWORKS, DESIRED_SERVICES
 from ccattler.engine.solve import Const, atom
 
-SERVICES = "desired/service/"
-RULES = "desired/network/"
-EXTENSIONS = "desired/lp/"
 PROTOCOLS = ("tcp", "udp")
 
 
@@ -61,13 +59,13 @@ def snapshot_facts(values: Mapping[str, Any], part: Part | None = None) -> Itera
     for key, doc in values.items():
         if not isinstance(doc, dict):
             continue
-        if key.startswith(SERVICES):
-            identity = key[len(SERVICES):]
+        if key.startswith(DESIRED_SERVICES):
+            identity = key[len(DESIRED_SERVICES):]
             if part is None or identity in part.destinations:
                 yield from service_facts(identity, doc)
             elif identity in part.identities:
                 yield atom("identity", identity, identity.split("/", 1)[0])
-        elif key.startswith(RULES) and (part is None or key in part.rules):
+        elif key.startswith(DESIRED_NETWORKS) and (part is None or key in part.rules):
             yield from rule_facts(key.rsplit("/", 1)[1], doc)
 
 
@@ -85,16 +83,16 @@ class Part:
     @staticmethod
     def of(values: Mapping[str, Any], destinations: Set[str], changed: Iterable[str],
            identities: Set[str]) -> Part:
-        services = {key[len(SERVICES):] for key in changed if key.startswith(SERVICES)}
+        services = {key[len(DESIRED_SERVICES):] for key in changed if key.startswith(DESIRED_SERVICES)}
         rules, named = set(), set(destinations)
         for key, doc in values.items():
-            if not key.startswith(RULES) or not isinstance(doc, dict):
+            if not key.startswith(DESIRED_NETWORKS) or not isinstance(doc, dict):
                 continue
             to, src = str(doc.get("to", "")), str(doc.get("from", ""))
             if key in changed or selected(to, destinations) or selected(src, services):  # lints too
                 rules.add(key)
                 named |= selected(to, identities) | selected(src, identities)
-        rules |= {key for key in changed if key.startswith(RULES)}  # removed ones: their lints go
+        rules |= {key for key in changed if key.startswith(DESIRED_NETWORKS)}  # removed ones: their lints go
         return Part(frozenset(destinations), frozenset(rules), frozenset(named))
 
     def rule_ids(self) -> set[str]:
@@ -118,17 +116,19 @@ def touched_destinations(before: Mapping[str, Any], after: Mapping[str, Any], ch
 
     A rule touches what its `to` selects (old and new text); a service that appears, goes or
     changes its ports touches itself and every destination of a rule whose `from` selects it."""
-    rules_after = [doc for key, doc in after.items() if key.startswith(RULES) and isinstance(doc, dict)]
+    rules_after = [
+        doc for key, doc in after.items() if key.startswith(DESIRED_NETWORKS) and isinstance(doc, dict)
+    ]
     out: set[str] = set()
     for key in changed:
-        if key.startswith(EXTENSIONS):
+        if key.startswith(DESIRED_LP):
             return None
-        if key.startswith(RULES):
+        if key.startswith(DESIRED_NETWORKS):
             for doc in (before.get(key), after.get(key)):
                 if isinstance(doc, dict):
                     out |= selected(str(doc.get("to", "")), identities)
-        elif key.startswith(SERVICES):
-            identity = key[len(SERVICES):]
+        elif key.startswith(DESIRED_SERVICES):
+            identity = key[len(DESIRED_SERVICES):]
             old, new = before.get(key), after.get(key)
             if isinstance(old, dict) and isinstance(new, dict) and \
                     service_facts(identity, old) == service_facts(identity, new):
@@ -149,7 +149,7 @@ def selected(selector_text: str, identities: Set[str]) -> set[str]:
 
 def extension_texts(values: Mapping[str, Any]) -> list[tuple[str, str]]:
     """(key, text) of the stored netpolicy extensions, in key order."""
-    found = [(key, doc) for key, doc in values.items() if key.startswith(EXTENSIONS)]
+    found = [(key, doc) for key, doc in values.items() if key.startswith(DESIRED_LP)]
     return [(key, str(doc.get("text", ""))) for key, doc in sorted(found)
             if isinstance(doc, dict) and doc.get("program") == "netpolicy"]
 
@@ -157,6 +157,6 @@ def extension_texts(values: Mapping[str, Any]) -> list[tuple[str, str]]:
 def policy_inputs(values: Mapping[str, Any]) -> tuple[Any, ...]:
     """What of the snapshot the logic depends on (a cheap key to skip re-solving)."""
     services = tuple(sorted((k, repr(v.get("expose")) if isinstance(v, dict) else None)
-                            for k, v in values.items() if k.startswith(SERVICES)))
-    rules = tuple(sorted(k for k in values if k.startswith(RULES)))
+                            for k, v in values.items() if k.startswith(DESIRED_SERVICES)))
+    rules = tuple(sorted(k for k in values if k.startswith(DESIRED_NETWORKS)))
     return services, rules, tuple(extension_texts(values))

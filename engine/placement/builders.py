@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from ccattler.engine.facts.keys import DESIRED_SERVICES, OBSERVED_NODES
+
 GI = 1024**3
 MI = 1024**2
 
 
 def node(name, cpu=8, memory=32 * GI, zone=None, labels=None, restrict=(), arch="amd64"):
     """An `observed/node/<name>` fact; cpu in cores, memory in bytes."""
-    return f"observed/node/{name}", {
+    return f"{OBSERVED_NODES}{name}", {
         "capacity": {"cpu": int(cpu * 1000), "memory": memory}, "labels": dict(labels or {}),
         "zone": zone, "architecture": arch, "restrictions": list(restrict), "address": "10.0.0.1",
     }
@@ -29,4 +31,4 @@ def service(name, instances=1, cpu=1, memory=1 * GI, tenant="default", group=Non
     }
     for key, value in placement.items():
         doc["placement"][key] = value
-    return f"desired/service/{tenant}/{name}", doc
+    return f"{DESIRED_SERVICES}{tenant}/{name}", doc

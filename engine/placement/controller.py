@@ -15,18 +15,17 @@ from contextlib import contextmanager
 from typing import Any, ClassVar
 
 from ccattler.engine.facts import placement_key
-from ccattler.engine.facts.keys import DISRUPTIONS
-from ccattler.engine.facts.snapshot import ChangeSet, Snapshot
-from ccattler.engine.placement.model import (
+from ccattler.engine.facts.keys import (
     DESIRED_NODES,
+    DESIRED_SERVICES,
+    DISRUPTIONS,
     INSTANCES,
     NODE_CONDITIONS,
     OBSERVED_NODES,
     PLACEMENTS,
-    SERVICES,
-    Cluster,
-    DocumentCache,
 )
+from ccattler.engine.facts.snapshot import ChangeSet, Snapshot
+from ccattler.engine.placement.model import Cluster, DocumentCache
 from ccattler.engine.placement.moves import Applied, apply_moves, requested
 from ccattler.engine.placement.reasons import summarize
 from ccattler.engine.placement.run import Plan, PlanOptions, plan
@@ -37,7 +36,7 @@ class PlacementController:
 
     name: ClassVar[str] = "placement"
     reads: ClassVar[tuple[str, ...]] = (
-        OBSERVED_NODES, DESIRED_NODES, NODE_CONDITIONS, SERVICES, INSTANCES, PLACEMENTS, DISRUPTIONS,
+        OBSERVED_NODES, DESIRED_NODES, NODE_CONDITIONS, DESIRED_SERVICES, INSTANCES, PLACEMENTS, DISRUPTIONS,
     )
     writes: ClassVar[tuple[str, ...]] = (PLACEMENTS,)
 

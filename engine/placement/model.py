@@ -13,18 +13,20 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ccattler.engine.facts.keys import (
+    DESIRED_NODES,
+    DESIRED_SERVICES,
+    INSTANCES,
+    NODE_CONDITIONS,
+    OBSERVED_NODES,
+    PLACEMENTS,
+)
 from ccattler.engine.facts.snapshot import Snapshot
 
 MIB = 1024 * 1024
 #: Quantities (millicores, MiB) stay far inside clingo's 32 bits: the program multiplies them by
 #: replica counts and percentages. 2**24 is 16,777 cores or 16 TiB.
 INT_LIMIT = 2**24
-OBSERVED_NODES = "observed/node/"
-DESIRED_NODES = "desired/node/"
-NODE_CONDITIONS = "derived/node/"
-SERVICES = "desired/service/"
-INSTANCES = "derived/instance/"
-PLACEMENTS = "derived/placement/"
 GROUP_PREFIX = "group:"
 #: Conditions whose node keeps the instances placed on it: a draining or disabled node takes no
 #: new ones (`node_unready`), its own leave only through the disruption controller's budgets.
@@ -108,7 +110,7 @@ class Cluster:
         rather than failing the placement of everything else. With a `cache`, services and
         instances whose document object is unchanged since the last call are not parsed again."""
         cache = cache if cache is not None else DocumentCache()
-        prefixes = (SERVICES, PLACEMENTS, INSTANCES, OBSERVED_NODES, DESIRED_NODES, NODE_CONDITIONS)
+        prefixes = (DESIRED_SERVICES, PLACEMENTS, INSTANCES, OBSERVED_NODES, DESIRED_NODES, NODE_CONDITIONS)
         groups: dict[str, list[tuple[str, Any]]] = {p: [] for p in prefixes}
         for key, value in snapshot.values.items():  # one pass; every prefix is two segments
             group = groups.get(key[: key.find("/", key.find("/") + 1) + 1])
@@ -119,7 +121,7 @@ class Cluster:
         skipped: list[str] = []
         nodes = _nodes(groups, skipped)
         services = {}
-        for key, doc in groups[SERVICES]:
+        for key, doc in groups[DESIRED_SERVICES]:
             service = cache.parse(_service, key, doc, skipped)
             if service is not None:
                 services[service.name] = service
@@ -136,7 +138,7 @@ class Cluster:
                                 node, key)
             # otherwise: not placed, or its node is gone or down: place it again
             instances.append(inst)
-        cache.keep_only(key for group in (groups[SERVICES], groups[INSTANCES]) for key, _ in group)
+        cache.keep_only(key for group in (groups[DESIRED_SERVICES], groups[INSTANCES]) for key, _ in group)
         return cls(nodes, services, instances, snapshot.revision, existing, tuple(skipped))
 
     def units(self) -> dict[str, list[str]]:

@@ -17,6 +17,14 @@ from rich.text import Text
 
 from ccattler.engine.controllers.instance import InstanceController
 from ccattler.engine.facts import display_name
+from ccattler.engine.facts.keys import (
+    DERIVED,
+    DESIRED,
+    DESIRED_NODES,
+    OBSERVED,
+    OBSERVED_NODES,
+    PLACEMENTS,
+)
 from ccattler.engine.facts.snapshot import Snapshot
 from ccattler.engine.placement.controller import PlacementController
 from ccattler.engine.placement.model import Cluster
@@ -26,7 +34,7 @@ from ccattler.engine.runner import read_snapshot, settle
 from ccattler.engine.store.url import open_store
 
 #: Keys a plan reads back from the settled store.
-PLAN_PREFIXES = ("desired/", "observed/", "derived/")
+PLAN_PREFIXES = (DESIRED, OBSERVED, DERIVED)
 #: Facts per initial transaction (the embedded store's limit is larger; this bounds memory).
 _BATCH = 5000
 
@@ -35,10 +43,10 @@ def simulated_nodes(facts: Mapping[str, Any]) -> dict[str, Any]:
     """An `observed/node/<n>` document for every `desired/node/<n>` that declares a capacity."""
     observed = {}
     for key, doc in facts.items():
-        if not key.startswith("desired/node/") or not doc.get("capacity"):
+        if not key.startswith(DESIRED_NODES) or not doc.get("capacity"):
             continue
-        name = key[len("desired/node/"):]
-        observed[f"observed/node/{name}"] = {
+        name = key[len(DESIRED_NODES):]
+        observed[f"{OBSERVED_NODES}{name}"] = {
             "capacity": doc["capacity"], "labels": doc.get("labels") or {}, "zone": doc.get("zone"),
             "architecture": doc.get("architecture") or "amd64",
             "restrictions": doc.get("restrictions") or [], "address": "simulated",
@@ -107,7 +115,7 @@ class PlanReport:
     @classmethod
     def from_snapshot(cls, snapshot: Snapshot) -> PlanReport:
         placed, unplaced = [], []
-        for key, doc in snapshot.under("derived/placement/"):
+        for key, doc in snapshot.under(PLACEMENTS):
             tenant = key.split("/")[2]
             instance = display_name(tenant, doc["instance"])
             service = display_name(*doc["service"].split("/", 1))

@@ -16,9 +16,8 @@ import threading
 import time
 from collections.abc import Callable
 
+from ccattler.engine.facts.keys import LEADER_RUNNER
 from ccattler.engine.store.base import Compare, LeaseNotFound, Store, StoreError
-
-LEADER_KEY = "leader/runner"
 
 log = logging.getLogger(__name__)
 
@@ -90,7 +89,7 @@ class LeaderElection:
                     if self._stopped.is_set():
                         break
                     self._store.lease_keepalive(self._lease)
-                    fact = self._store.get(LEADER_KEY)
+                    fact = self._store.get(LEADER_RUNNER)
                     if fact is None or fact.mod_revision != self._fence.mod_revision:
                         log.warning("runner %s: leader key changed hands; stepping down", self.identity)
                         self._step_down(revoke=True)
@@ -114,7 +113,7 @@ class LeaderElection:
                 self._stopped.wait(period)
 
     def _campaign(self) -> bool:
-        held = self._store.get(LEADER_KEY)
+        held = self._store.get(LEADER_RUNNER)
         holder = held.value.get("identity") if held is not None and isinstance(held.value, dict) else None
         if held is not None and holder != self.identity:
             return False
@@ -122,8 +121,8 @@ class LeaderElection:
         # revoking its lease (identities are unique among live runners): take it over at once.
         lease = self._store.lease_grant(self.ttl)
         ok, revision = self._store.txn(
-            [Compare(LEADER_KEY, held.mod_revision if held else 0)],
-            [(LEADER_KEY, {"identity": self.identity})], (), lease=lease,
+            [Compare(LEADER_RUNNER, held.mod_revision if held else 0)],
+            [(LEADER_RUNNER, {"identity": self.identity})], (), lease=lease,
         )
         if not ok:
             self._store.lease_revoke(lease)
@@ -135,21 +134,21 @@ class LeaderElection:
             except StoreError:
                 pass
         with self._lock:
-            self._lease, self._fence = lease, Compare(LEADER_KEY, revision)
+            self._lease, self._fence = lease, Compare(LEADER_RUNNER, revision)
         log.info("runner %s: elected leader at revision %d", self.identity, revision)
         self._on_change(True)
         return True
 
     def _wait_for_vacancy(self, timeout: float) -> None:
         """Sleep until the leader key is deleted (its lease expired or was revoked) or `timeout`."""
-        if self._store.get(LEADER_KEY) is None:
+        if self._store.get(LEADER_RUNNER) is None:
             return
-        watch = self._store.watch(LEADER_KEY)
+        watch = self._store.watch(LEADER_RUNNER)
         try:
             deadline = time.monotonic() + timeout
             while not self._stopped.is_set() and (left := deadline - time.monotonic()) > 0:
                 event = watch.get(timeout=min(left, 0.5))
-                if event is not None and event.key == LEADER_KEY and event.kind != "put":
+                if event is not None and event.key == LEADER_RUNNER and event.kind != "put":
                     return
         finally:
             watch.cancel()

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ccattler.engine.facts import parse_service
+from ccattler.engine.facts.keys import SECRETS
 from ccattler.engine.secrets.envelope import KeyProvider, SecretError, seal, unseal
 from ccattler.engine.store import Compare, Store
 
@@ -23,7 +24,7 @@ class SecretConflict(SecretError):
 def secret_key(ref: str, tenant: str) -> tuple[str, str]:
     """(store key, "tenant/name") for a secret named `name` or `tenant/name` (names are checked)."""
     parsed = parse_service(ref, tenant)
-    return f"secret/{parsed.tenant}/{parsed.name}", parsed.full
+    return f"{SECRETS}{parsed.tenant}/{parsed.name}", parsed.full
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,9 +71,9 @@ def delete_secret(store: Store, ref: str, tenant: str) -> bool:
 
 def list_secrets(store: Store, tenant: str | None) -> list[SecretInfo]:
     """Metadata of every secret in `tenant` (None: all tenants)."""
-    facts, _ = store.range("secret/" if tenant is None else f"secret/{tenant}/")
+    facts, _ = store.range(SECRETS if tenant is None else f"{SECRETS}{tenant}/")
     return [
-        SecretInfo(f.key.removeprefix("secret/"), f.value.get("version", 0), f.value.get("updated", 0.0),
+        SecretInfo(f.key.removeprefix(SECRETS), f.value.get("version", 0), f.value.get("updated", 0.0),
                    f.value.get("key_id", "?"))
         for f in facts
     ]
@@ -80,5 +81,5 @@ def list_secrets(store: Store, tenant: str | None) -> list[SecretInfo]:
 
 def reveal_secret(store: Store, provider: KeyProvider, full: str) -> bytes | None:
     """The plaintext of `tenant/name`, for delivery to an agent that runs an instance granted it."""
-    fact = store.get(f"secret/{full}")
+    fact = store.get(f"{SECRETS}{full}")
     return None if fact is None else unseal(provider, full, fact.value)

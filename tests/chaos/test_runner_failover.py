@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from ccattler.engine.runner.leader import LEADER_KEY
+from ccattler.engine.facts.keys import LEADER_RUNNER
 from ccattler.engine.store import Compare, open_store
 from tests.chaos.util import running, service, wait_for
 
@@ -23,7 +23,7 @@ TTL = 2.0
 
 
 def leader(store) -> str | None:
-    fact = store.get(LEADER_KEY)
+    fact = store.get(LEADER_RUNNER)
     return fact.value["identity"] if fact else None
 
 
@@ -71,7 +71,7 @@ def test_kill_the_leading_runner(two_runners):
 def test_a_paused_leader_is_fenced(two_runners):
     cluster, runners, store = two_runners
     first = wait_for(lambda: leader(store), "a leader", 15)
-    old_fence = store.get(LEADER_KEY).mod_revision
+    old_fence = store.get(LEADER_RUNNER).mod_revision
     with cluster.client() as api:
         wait_for(lambda: len(api.get("nodes")["items"]) == 2, "both nodes", 30, 0.2)
         api.apply([service("web", 3)])
@@ -81,14 +81,14 @@ def test_a_paused_leader_is_fenced(two_runners):
         try:
             second = wait_for(lambda: (who := leader(store)) not in (None, first) and who,
                               "the other runner to take over", TTL + 4)
-            new_fence = store.get(LEADER_KEY).mod_revision
+            new_fence = store.get(LEADER_RUNNER).mod_revision
             api.apply([service("web", 5)])
             wait_for(lambda: len(running(api, "web")) == 5, "5 running under the new leader", 30, 0.2)
             resumed_at = store.revision()
         finally:
             runners[first].send_signal(signal.SIGCONT)
         # A commit carrying the paused leader's fence, as its controllers would send it: refused.
-        ok, _ = store.txn([Compare(LEADER_KEY, old_fence)], [("derived/placement/default/stale", {})], ())
+        ok, _ = store.txn([Compare(LEADER_RUNNER, old_fence)], [("derived/placement/default/stale", {})], ())
         assert not ok
         wait_for(lambda: "stepping down" in cluster.procs.log(first), "the resumed runner to step down", 10)
         time.sleep(TTL)  # give it every chance to write
@@ -102,7 +102,7 @@ def test_a_paused_leader_is_fenced(two_runners):
         if event.revision >= store.revision():
             break
     watch.cancel()
-    assert all(e.key != LEADER_KEY for e in events if e.revision > new_fence), "leadership changed again"
+    assert all(e.key != LEADER_RUNNER for e in events if e.revision > new_fence), "leadership changed again"
     assert not [e for e in events if e.key == "derived/placement/default/stale"]
     assert leader(store) == second
     assert resumed_at < store.revision()

@@ -10,8 +10,9 @@ from typing import ClassVar
 
 from runner_builders import TTL, Copy, eventually
 
+from ccattler.engine.facts.keys import LEADER_RUNNER
 from ccattler.engine.facts.snapshot import ChangeSet, Snapshot
-from ccattler.engine.runner import LEADER_KEY, Runner
+from ccattler.engine.runner import Runner
 
 
 def test_watch_events_drive_the_controller_and_stats_count(store, runners):
@@ -86,12 +87,12 @@ def test_only_the_leader_acts_and_the_other_takes_over_when_its_lease_dies(store
     assert eventually(lambda: store.get("out/x") is not None)
     time.sleep(TTL)  # b campaigns a few times meanwhile
     assert a.is_leader and not b.is_leader
-    assert second.calls == [] and store.get(LEADER_KEY).value == {"identity": "a"}
+    assert second.calls == [] and store.get(LEADER_RUNNER).value == {"identity": "a"}
 
     store.lease_revoke(a.leader.lease)  # the leader's lease dies (as if its process hung)
     assert eventually(lambda: b.is_leader, timeout=3 * TTL)
     assert eventually(lambda: not a.is_leader, timeout=3 * TTL)
-    assert store.get(LEADER_KEY).value == {"identity": "b"}
+    assert store.get(LEADER_RUNNER).value == {"identity": "b"}
     store.put("in/y", {"v": 2})
     assert eventually(lambda: store.get("out/y") is not None)
     assert second.calls
@@ -107,7 +108,7 @@ def test_stop_gives_up_leadership_at_once_and_ends_its_threads(store, runners):
     runner.start()
     assert eventually(lambda: runner.is_leader)
     runner.stop()
-    assert store.get(LEADER_KEY) is None
+    assert store.get(LEADER_RUNNER) is None
     assert eventually(lambda: not (set(threading.enumerate()) - before), timeout=5)
 
 
@@ -200,7 +201,7 @@ def test_wakes_on_false_keeps_a_change_from_running_the_controller(store, runner
 def test_a_restart_under_the_same_identity_takes_over_its_crashed_predecessor_at_once(store, runners):
     # What a crashed server leaves behind: the key under its identity, bound to a live lease.
     stale = store.lease_grant(60)
-    store.put(LEADER_KEY, {"identity": "server@/var/lib/ccattler"}, lease=stale)
+    store.put(LEADER_RUNNER, {"identity": "server@/var/lib/ccattler"}, lease=stale)
     other = runners(store, [Copy()], identity="someone-else")
     time.sleep(0.5)
     assert not other.is_leader  # a different identity waits for the lease
