@@ -15,10 +15,9 @@ def audit(limit: Annotated[int, typer.Option("--limit", "-n", help="How many rec
           output: OutputOpt = "table", context: ContextOpt = None, server: ServerOpt = None,
           token: TokenOpt = None) -> None:
     """Show recent audit records, oldest first."""
-    from ccattler.engine.api.gen.ccattler.v1 import api_pb2
 
     with client(context, server, token) as api:
-        items = api.json("Audit", api_pb2.AuditRequest(limit=limit))["items"]
+        items = api.audit(limit)
     emit(items, [
         ("time", lambda r: dt.datetime.fromtimestamp(r["time"]).strftime("%Y-%m-%d %H:%M:%S")),
         ("request", lambda r: r["request_id"]), ("principal", lambda r: r["principal"]),

@@ -15,46 +15,41 @@ from typing import Annotated
 import typer
 
 from ccattler.cli._common import ContextOpt, ServerOpt, TokenOpt, client, reports_errors
+from ccattler.engine.api.client_calls import STDIN_CLOSED
 
 
-def _inputs(first, interactive: bool) -> Iterator:  # noqa: ANN001
-    from ccattler.engine.api.gen.ccattler.v1 import api_pb2
-
-    yield first
+def _inputs(interactive: bool) -> Iterator:
     if interactive:
         while data := os.read(sys.stdin.fileno(), 32 * 1024):
-            yield api_pb2.ExecInput(stdin=data)
-    yield api_pb2.ExecInput(stdin_closed=True)
+            yield data
+    yield STDIN_CLOSED
 
 
-def _window_size():  # noqa: ANN202
-    """Our terminal's size as a `WindowSize`, or None when neither stdin nor stdout is a terminal."""
-    from ccattler.engine.api.gen.ccattler.v1 import api_pb2
-
+def _window_size() -> tuple[int, int] | None:
+    """Our terminal's (rows, cols), or None when neither stdin nor stdout is a terminal."""
     for stream in (sys.stdout, sys.stdin):
         try:
             columns, rows = os.get_terminal_size(stream.fileno())
         except (OSError, ValueError):
             continue
         if rows and columns:
-            return api_pb2.WindowSize(rows=rows, cols=columns)
+            return rows, columns
     return None
+
+
+_END = object()
 
 
 class _TerminalInputs:
     """With -t: stdin (read on a thread when -i) and window changes (SIGWINCH) merged into one
-    stream of `ExecInput`s, kept open after stdin ends so later resizes still reach the pty."""
+    stream of inputs, kept open after stdin ends so later resizes still reach the pty."""
 
-    def __init__(self, first, interactive: bool) -> None:  # noqa: ANN001
-        from ccattler.engine.api.gen.ccattler.v1 import api_pb2
-
-        self._pb = api_pb2
+    def __init__(self, interactive: bool) -> None:
         self._queue: queue.Queue = queue.Queue()
-        self._queue.put(first)
         if interactive:
             threading.Thread(target=self._read, daemon=True).start()
         else:
-            self._queue.put(api_pb2.ExecInput(stdin_closed=True))
+            self._queue.put(STDIN_CLOSED)
         self._hooked = True
         try:
             self._previous = signal.signal(signal.SIGWINCH, self._resized)
@@ -62,26 +57,26 @@ class _TerminalInputs:
             self._hooked = False
 
     def __iter__(self) -> Iterator:
-        while (message := self._queue.get()) is not None:
+        while (message := self._queue.get()) is not _END:
             yield message
 
     def close(self) -> None:
         if self._hooked:
             signal.signal(signal.SIGWINCH, self._previous if self._previous is not None else signal.SIG_DFL)
-        self._queue.put(None)
+        self._queue.put(_END)
 
     def _read(self) -> None:
         try:
             while data := os.read(sys.stdin.fileno(), 32 * 1024):
-                self._queue.put(self._pb.ExecInput(stdin=data))
+                self._queue.put(data)
         except OSError:
             pass
-        self._queue.put(self._pb.ExecInput(stdin_closed=True))
+        self._queue.put(STDIN_CLOSED)
 
     def _resized(self, signum: int, frame: object) -> None:
         size = _window_size()
         if size is not None:
-            self._queue.put(self._pb.ExecInput(resize=size))
+            self._queue.put(size)
 
 
 @reports_errors
@@ -92,16 +87,11 @@ def exec_(instance: Annotated[str, typer.Argument(help="Instance (tenant/name fo
           tenant: Annotated[str, typer.Option("--tenant", help="Tenant for a bare instance name.")] = "",
           context: ContextOpt = None, server: ServerOpt = None, token: TokenOpt = None) -> None:
     """Run a command inside a running instance; exits with the command's exit code."""
-    from ccattler.engine.api.gen.ccattler.v1 import api_pb2
-
     if command[:1] == ["--"]:  # after INSTANCE nothing is an option: `--` is only a separator
         command = command[1:]
     if not command:
         raise typer.BadParameter("give the command after --")
-    first = api_pb2.ExecInput(instance=instance, tenant=tenant, command=command, tty=tty)
-    size = _window_size() if tty else None
-    if size is not None:  # the remote terminal starts at our size and follows it (SIGWINCH)
-        first.resize.CopyFrom(size)
+    size = _window_size() if tty else None  # the remote terminal starts at our size, follows it
     raw = tty and interactive and sys.stdin.isatty()
     saved = None
     if raw:  # keys go to the remote terminal as typed (Ctrl-C included)
@@ -111,11 +101,11 @@ def exec_(instance: Annotated[str, typer.Argument(help="Instance (tenant/name fo
         saved = termios.tcgetattr(sys.stdin.fileno())
         terminal.setraw(sys.stdin.fileno())
     code = None
-    inputs = _TerminalInputs(first, interactive) if tty else None
-    messages = iter(inputs) if inputs is not None else _inputs(first, interactive)
+    inputs = _TerminalInputs(interactive) if tty else None
+    messages = iter(inputs) if inputs is not None else _inputs(interactive)
     try:
         with client(context, server, token) as api:
-            for out in api.stream(api.cluster, "Exec", messages):
+            for out in api.exec_session(instance, command, messages, tenant=tenant, tty=tty, size=size):
                 if out.stdout:
                     sys.stdout.buffer.write(out.stdout)
                     sys.stdout.buffer.flush()

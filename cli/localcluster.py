@@ -137,7 +137,7 @@ def server_answers(context: Any) -> bool:
 
     try:
         with Client(context, timeout=2) as api:
-            api.json("Status")
+            api.status()
         return True
     except CcaError:
         return False
@@ -158,11 +158,10 @@ def join_nodes(admin: Any, names: tuple[str, ...]) -> None:
     """Enrol each node as a remote one would: a single-use join token, then a CSR (`node-<name>`)."""
     from ccattler.cli.agent import join_node
     from ccattler.engine.api.client import Client
-    from ccattler.engine.api.gen.ccattler.v1 import api_pb2
 
     with Client(admin, timeout=10) as api:
         for name in names:
-            token = api.unary(api.cluster, "TokenCreate", api_pb2.TokenRequest(ttl_seconds=300)).token
+            token = api.token_create(300).token
             join_node(admin.server, token, Path(admin.ca), name, admin.token_server)
 
 

@@ -53,7 +53,7 @@ def login(server: Annotated[str, typer.Option("--server", help="The API server's
         ctx = replace(base, server=ctx.server, token_server=ctx.token_server, ca=ctx.ca, token=token,
                       cert=None, key=None)
     with Client(ctx) as api:
-        me = api.json("WhoAmI")
+        me = api.who_am_i()
     path = save_context(ctx, make_current=True)
     typer.echo(f"logged in to {server} as {me['name']} ({me['kind']}); context {name!r} in {path}")
 
@@ -83,7 +83,7 @@ def whoami(output: OutputOpt = "table", context: ContextOpt = None, server: Serv
 
     ctx = resolve_context(context, server, token)
     with client(context, server, token) as api:
-        me = api.json("WhoAmI")
+        me = api.who_am_i()
     me |= {"context": ctx.name, "server": ctx.server,
            "auth": "token" if ctx.token else f"certificate {ctx.cert}" if ctx.cert else "none"}
     if output == "json":

@@ -59,19 +59,17 @@ def logs(target: Annotated[str, typer.Argument(help="Service or instance (tenant
          tenant: TenantOpt = "", context: ContextOpt = None, server: ServerOpt = None,
          token: TokenOpt = None) -> None:
     """Print (or follow) the output of a service's instances, wherever they run."""
-    from ccattler.engine.api.gen.ccattler.v1 import api_pb2
 
     tags = parse_tags(tag)
     if not target and not tags:
         raise typer.BadParameter("name a service or an instance, or give --tag KEY=VALUE")
     since_seconds, since_time = since or (0.0, 0.0)  # parsed by the option's callback
-    request = api_pb2.LogsRequest(target=target, tenant=tenant, follow=follow, tail=tail, tags=tags,
-                                  since_seconds=since_seconds, since_time=since_time, init=init)
     lines = _Lines(prefix=True)
     out = sys.stdout.buffer
     try:
         with client(context, server, token) as api:
-            for chunk in api.stream(api.cluster, "Logs", request):
+            for chunk in api.logs(target, tenant, follow=follow, tail=tail, tags=tags,
+                                  since_seconds=since_seconds, since_time=since_time, init=init):
                 out.write(lines.feed(chunk.instance, chunk.data))
                 out.flush()
     except KeyboardInterrupt:

@@ -11,16 +11,14 @@ KINDS = ("connection", "service")
 
 
 def explain_network(kind: str, args: list[str], output: str, tenant: str, context, server, token) -> None:
-    from ccattler.engine.api.gen.ccattler.v1 import api_pb2
 
     wanted = 2 if kind == "connection" else 1
     if len(args) != wanted:
         usage = "SOURCE DESTINATION[:PORT[/tcp|udp]]" if kind == "connection" else "SERVICE"
         raise typer.BadParameter(f"explain {kind} takes {usage}")
     source, destination = (args[0], args[1]) if kind == "connection" else ("", args[0])
-    request = api_pb2.ExplainNetworkRequest(kind=kind, source=source, destination=destination, tenant=tenant)
     with client(context, server, token) as api:
-        answer = api.json("ExplainNetwork", request)
+        answer = api.explain_network(kind, source, destination, tenant)
     if output in ("json", "yaml"):
         emit([], [], output, raw={k: v for k, v in answer.items() if k != "lines"})
     else:

@@ -20,10 +20,9 @@ NodeArg = Annotated[str, typer.Argument(help="Node name (cca get nodes).")]
 
 def _intent(node: str, intent: str, context: str | None, server: str | None, token: str | None,
             wait: bool = False, timeout: float = 300.0) -> None:
-    from ccattler.engine.api.gen.ccattler.v1 import api_pb2
 
     with client(context, server, token) as api:
-        api.json("NodeIntent", api_pb2.NodeIntentRequest(node=node, intent=intent))
+        api.node_intent(node, intent)
         done = {"drain": "draining", "disable": "disabled", "enable": "enabled"}[intent]
         typer.echo(f"node {node} {done}")
         if not wait:

@@ -21,7 +21,6 @@ def apply(file: Annotated[Path, typer.Argument(help="A .lp policy file.", exists
                                                "loaded after rules/netpolicy.lp).")] = "admission",
           context: ContextOpt = None, server: ServerOpt = None, token: TokenOpt = None) -> None:
     """Validate and store a policy (it must ground against the admission vocabulary)."""
-    from ccattler.engine.api.gen.ccattler.v1 import api_pb2
     from ccattler.engine.netpolicy.extensions import with_directive
 
     if program not in ("admission", "netpolicy"):
@@ -29,7 +28,7 @@ def apply(file: Annotated[Path, typer.Argument(help="A .lp policy file.", exists
     policy = name or file.stem
     text = file.read_text() if program == "admission" else with_directive(file.read_text(), program)
     with client(context, server, token) as api:
-        result = api.json("PolicyApply", api_pb2.PolicyRequest(name=policy, text=text))
+        result = api.policy_apply(policy, text)
     verb = "created" if result.get("added") else "configured" if result.get("changed") else "unchanged"
     typer.echo(f"policy {policy} {verb}")
 
@@ -39,10 +38,9 @@ def apply(file: Annotated[Path, typer.Argument(help="A .lp policy file.", exists
 def list_(output: OutputOpt = "table", context: ContextOpt = None, server: ServerOpt = None,
           token: TokenOpt = None) -> None:
     """Declared (`policy` blocks) and operator (.lp) policies."""
-    from ccattler.engine.api.gen.ccattler.v1 import api_pb2
 
     with client(context, server, token) as api:
-        items = api.json("PolicyList", api_pb2.Empty())["items"]
+        items = api.policy_list()
     emit(items, COLUMNS["policies"][0], output)
 
 
@@ -51,10 +49,9 @@ def list_(output: OutputOpt = "table", context: ContextOpt = None, server: Serve
 def delete(name: Annotated[str, typer.Argument(help="Operator policy name.")],
            context: ContextOpt = None, server: ServerOpt = None, token: TokenOpt = None) -> None:
     """Remove an operator policy."""
-    from ccattler.engine.api.gen.ccattler.v1 import api_pb2
 
     with client(context, server, token) as api:
-        api.json("PolicyDelete", api_pb2.PolicyRequest(name=name))
+        api.policy_delete(name)
     typer.echo(f"policy {name} deleted")
 
 

@@ -96,7 +96,6 @@ def explain(target: Annotated[str, typer.Argument(help="Service or instance (ten
             server: ServerOpt = None, token: TokenOpt = None) -> None:
     """Why a service runs where it does, why not elsewhere, and what blocks unplaced replicas;
     `explain connection` / `explain service`: who may reach whom, and the deciding rule."""
-    from ccattler.engine.api.gen.ccattler.v1 import api_pb2
 
     if more:
         from ccattler.cli.netpolicy import KINDS, explain_network
@@ -108,7 +107,7 @@ def explain(target: Annotated[str, typer.Argument(help="Service or instance (ten
         return
 
     with client(context, server, token) as api:
-        answer = api.json("Explain", api_pb2.ExplainRequest(target=target, tenant=tenant))
+        answer = api.explain(target, tenant)
     if output in ("json", "yaml"):
         emit([], [], output, raw=answer["explanation"])
     else:
@@ -123,7 +122,6 @@ def delete(kind: Annotated[str | None, typer.Argument(help="Kind (service, secre
            tenant: TenantOpt = "", context: ContextOpt = None, server: ServerOpt = None,
            token: TokenOpt = None) -> None:
     """Delete one object (`delete KIND NAME`) or everything files declare (`delete -f FILE`)."""
-    from ccattler.engine.api.gen.ccattler.v1 import api_pb2
 
     if file and (kind or name):
         raise typer.BadParameter("give KIND NAME or -f FILE, not both")
@@ -133,8 +131,7 @@ def delete(kind: Annotated[str | None, typer.Argument(help="Kind (service, secre
         if file:
             result = api.delete_files(_sources(file, None, None, None), tenant=tenant)
         else:
-            request = api_pb2.DeleteRequest(kind=kind or "", name=name or "", tenant=tenant)
-            result = api.json("Delete", request)
+            result = api.delete(kind or "", name or "", tenant)
     for ref in result.get("removed", []):
         typer.echo(f"{ref['display']} deleted")
     if not result.get("removed"):
@@ -217,7 +214,7 @@ def status(output: OutputOpt = "table", context: ContextOpt = None, server: Serv
            token: TokenOpt = None) -> None:
     """The cluster at a glance: services, instances, nodes, leader, store."""
     with client(context, server, token) as api:
-        info = api.json("Status")
+        info = api.status()
     if output in ("json", "yaml"):
         emit([], [], output, raw=info)
         return

@@ -18,11 +18,9 @@ def scale(service: Annotated[str, typer.Argument(help="Service (tenant/name for 
           tenant: TenantOpt = "", context: ContextOpt = None, server: ServerOpt = None,
           token: TokenOpt = None) -> None:
     """Set a service's instance count until its file is applied again."""
-    from ccattler.engine.api.gen.ccattler.v1 import api_pb2
 
     with client(context, server, token) as api:
-        result = api.json("Scale", api_pb2.ScaleRequest(service=service, tenant=tenant, instances=instances,
-                                                        dry_run=dry_run))
+        result = api.scale(service, instances, tenant, dry_run)
     changed = bool(result.get("changed"))
     verb = "would be scaled" if dry_run else "scaled"
     typer.echo(f"service {service} {verb} to {instances}" if changed

@@ -25,12 +25,6 @@ app = typer.Typer(help="Secret values (envelope-encrypted; never shown back).", 
 Name = Annotated[str, typer.Argument(help="Secret name, or tenant/name.")]
 
 
-def _request(name: str, tenant: str, value: bytes = b""):
-    from ccattler.engine.api.gen.ccattler.v1 import api_pb2
-
-    return api_pb2.SecretRequest(name=name, tenant=tenant, value=value)
-
-
 @app.command("set")
 @reports_errors
 def set_(name: Name,
@@ -44,7 +38,7 @@ def set_(name: Name,
     if not value:
         raise typer.BadParameter("the value is empty (pipe it on stdin or use --from-file)")
     with client(context, server, token) as api:
-        info = api.json("SecretSet", _request(name, tenant, value))
+        info = api.secret_set(name, tenant, value)
     typer.echo(f"secret {info['name']} set (version {info['version']})")
 
 
@@ -56,7 +50,7 @@ def list_(output: OutputOpt = "table",
           token: TokenOpt = None) -> None:
     """Secrets declared or set, with version and age (never values)."""
     with client(context, server, token) as api:
-        items = api.json("SecretList", _request("*" if all_tenants else "", tenant))["items"]
+        items = api.secret_list(tenant, all_tenants)
     columns, wide = COLUMNS["secrets"]
     emit(items, columns, output, wide=wide)
 
@@ -67,7 +61,7 @@ def delete(name: Name, tenant: TenantOpt = "", context: ContextOpt = None, serve
            token: TokenOpt = None) -> None:
     """Delete a secret's value."""
     with client(context, server, token) as api:
-        done = api.json("SecretDelete", _request(name, tenant))
+        done = api.secret_delete(name, tenant)
     typer.echo(f"secret {done['deleted']} deleted")
 
 
@@ -83,10 +77,10 @@ def rotate(name: Annotated[str | None, typer.Argument(help="Secret name, or tena
         raise typer.BadParameter("give a secret NAME or --all")
     with client(context, server, token) as api:
         if all_:
-            done = api.json("SecretRotate", _request("**" if all_tenants else "*", tenant))
+            done = api.secret_rotate("**" if all_tenants else "*", tenant)
             typer.echo(f"{len(done['items'])} secret(s) rotated; master key {done['key_id']}")
         else:
-            info = api.json("SecretRotate", _request(name or "", tenant))
+            info = api.secret_rotate(name or "", tenant)
             typer.echo(f"secret {info['name']} rotated (version {info['version']})")
 
 
@@ -128,7 +122,7 @@ def master_retire(context: ContextOpt = None, server: ServerOpt = None, token: T
     path = _master_key_file(context)
     current = LocalKeyProvider.from_file(path).key_id
     with client(context, server, token) as api:
-        items = api.json("SecretList", _request("*", ""))["items"]
+        items = api.secret_list(all_tenants=True)
     stale = sorted(f"{r['tenant']}/{r['name']}" for r in items if r["set"] and r["meta"]["key_id"] != current)
     if stale:
         raise CcaError(f"{len(stale)} secret(s) still use an older master key ({', '.join(stale[:5])}); "

@@ -39,10 +39,9 @@ def parse_duration(text: str) -> float:
 def create(ttl: Annotated[str, typer.Option("--ttl", help="Lifetime (e.g. 30m, 2h).")] = "1h",
            context: ContextOpt = None, server: ServerOpt = None, token: TokenOpt = None) -> None:
     """Make a join token; it is shown once and works once."""
-    from ccattler.engine.api.gen.ccattler.v1 import api_pb2
 
     with client(context, server, token) as api:
-        made = api.unary(api.cluster, "TokenCreate", api_pb2.TokenRequest(ttl_seconds=parse_duration(ttl)))
+        made = api.token_create(parse_duration(ttl))
         address, ca = api.context.server, api.context.ca
     typer.echo(made.token)
     typer.echo(f"# expires in {until(made.expires)}; on the node: cca join {address} {made.token} --ca ca.crt"
@@ -54,10 +53,9 @@ def create(ttl: Annotated[str, typer.Option("--ttl", help="Lifetime (e.g. 30m, 2
 def list_(output: OutputOpt = "table", context: ContextOpt = None, server: ServerOpt = None,
           token: TokenOpt = None) -> None:
     """Join and user tokens (ids and expiry only; tokens are stored hashed)."""
-    from ccattler.engine.api.gen.ccattler.v1 import api_pb2
 
     with client(context, server, token) as api:
-        items = api.json("TokenList", api_pb2.Empty())["items"]
+        items = api.token_list()
     emit(items, [("id", lambda t: t["id"]), ("kind", lambda t: t["kind"]), ("user", lambda t: t["user"]),
                  ("expires", lambda t: until(t["expires"]) if t["expires"] > time.time() else "expired"),
                  ("created by", lambda t: t["created_by"])], output)
@@ -68,10 +66,9 @@ def list_(output: OutputOpt = "table", context: ContextOpt = None, server: Serve
 def revoke(token_id: Annotated[str, typer.Argument(help="Token id (the part after `cca.`).")],
            context: ContextOpt = None, server: ServerOpt = None, token: TokenOpt = None) -> None:
     """Revoke a join or user token."""
-    from ccattler.engine.api.gen.ccattler.v1 import api_pb2
 
     with client(context, server, token) as api:
-        api.json("TokenRevoke", api_pb2.TokenRequest(id=token_id))
+        api.token_revoke(token_id)
     typer.echo(f"token {token_id} revoked")
 
 

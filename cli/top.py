@@ -39,11 +39,9 @@ def _percent(used: Any, total: Any) -> str | None:
 
 def _top(kind: str, tags: dict[str, str], tenant: str, all_tenants: bool, context: str | None,
          server: str | None, token: str | None) -> list[dict[str, Any]]:
-    from ccattler.engine.api.gen.ccattler.v1 import api_pb2
 
     with client(context, server, token) as api:
-        return api.json("Top", api_pb2.GetRequest(kind=kind, tenant=tenant, all_tenants=all_tenants,
-                                                  tags=tags))["items"]
+        return api.top(kind, tenant, all_tenants, tags)
 
 
 @top_app.command("nodes")
@@ -85,11 +83,9 @@ def metric_set(service: Annotated[str, typer.Argument(help="Service (tenant/name
                tenant: TenantOpt = "", context: ContextOpt = None, server: ServerOpt = None,
                token: TokenOpt = None) -> None:
     """Set a service metric (observed/metric/<t>/<svc>/<name>/cli), as if a source reported it."""
-    from ccattler.engine.api.gen.ccattler.v1 import api_pb2
 
     with client(context, server, token) as api:
-        result = api.json("MetricSet", api_pb2.MetricRequest(service=service, tenant=tenant, name=name,
-                                                             value=value))
+        result = api.metric_set(service, name, value, tenant)
     typer.echo(f"{result['key']} = {value:g}")
 
 
@@ -98,10 +94,9 @@ def node_inspect(node: Annotated[str, typer.Argument(help="Node name.")],
                  output: Annotated[str, typer.Option("--output", "-o", help="table or json.")] = "table",
                  context: ContextOpt = None, server: ServerOpt = None, token: TokenOpt = None) -> None:
     """What the node's runtime holds: containers, processes, usage, log sizes (asked live)."""
-    from ccattler.engine.api.gen.ccattler.v1 import api_pb2
 
     with client(context, server, token) as api:
-        report = api.json("NodeInspect", api_pb2.GetRequest(name=node), timeout=30)
+        report = api.node_inspect(node)
     if output == "json":
         print(json.dumps(report, indent=2, sort_keys=True))
         return

@@ -23,12 +23,6 @@ app = typer.Typer(help="Users and their bearer tokens.", no_args_is_help=True)
 Name = Annotated[str, typer.Argument(help="User name.")]
 
 
-def _request(**fields):
-    from ccattler.engine.api.gen.ccattler.v1 import api_pb2
-
-    return api_pb2.UserRequest(**fields)
-
-
 @app.command("create")
 @reports_errors
 def create(name: Name,
@@ -38,7 +32,7 @@ def create(name: Name,
            context: ContextOpt = None, server: ServerOpt = None, token: TokenOpt = None) -> None:
     """Create a user; grant it roles with `grant ROLE to user NAME` in a .cca file."""
     with client(context, server, token) as api:
-        user = api.json("UserCreate", _request(name=name, team=team or "", groups=group or []))
+        user = api.user_create(name, team or "", group or ())
     typer.echo(f"user {user['name']} created" + (f" (team {user['team']})" if user.get("team") else ""))
 
 
@@ -47,10 +41,9 @@ def create(name: Name,
 def list_(output: OutputOpt = "table", context: ContextOpt = None, server: ServerOpt = None,
           token: TokenOpt = None) -> None:
     """Every user with team, groups and age."""
-    from ccattler.engine.api.gen.ccattler.v1 import api_pb2
 
     with client(context, server, token) as api:
-        items = api.json("UserList", api_pb2.Empty())["items"]
+        items = api.user_list()
     emit(items, [("name", lambda u: u["name"]), ("team", lambda u: u.get("team")),
                  ("groups", lambda u: ",".join(u.get("groups", []))), ("age", lambda u: since(u["created"]))],
          output)
@@ -61,7 +54,7 @@ def list_(output: OutputOpt = "table", context: ContextOpt = None, server: Serve
 def delete(name: Name, context: ContextOpt = None, server: ServerOpt = None, token: TokenOpt = None) -> None:
     """Delete a user and revoke all its tokens."""
     with client(context, server, token) as api:
-        api.json("UserDelete", _request(name=name))
+        api.user_delete(name)
     typer.echo(f"user {name} deleted")
 
 
@@ -72,7 +65,7 @@ def user_token(name: Name,
                context: ContextOpt = None, server: ServerOpt = None, token: TokenOpt = None) -> None:
     """Issue a bearer token for a user (shown once; use it with --token or CCA_TOKEN)."""
     with client(context, server, token) as api:
-        made = api.unary(api.cluster, "UserToken", _request(name=name, ttl_seconds=parse_duration(ttl)))
+        made = api.user_token(name, parse_duration(ttl))
     typer.echo(made.token)
     typer.echo(f"# expires in {until(made.expires)}", err=True)
 

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import grpc
 
+from ccattler.engine.api.client_calls import ClusterCalls
 from ccattler.engine.api.errors import RETRIABLE_CODES
 from ccattler.engine.api.gen.ccattler.v1 import api_pb2, api_pb2_grpc
 from ccattler.engine.api.sources import to_wire
@@ -91,7 +92,7 @@ def channel_target(address: str) -> tuple[str, str | None]:
     return f"{scheme}:{','.join(resolved)}", split_address(servers[0])[0]
 
 
-class Client:
+class Client(ClusterCalls):
     """A connection to one API server; use as a context manager or call `close()`."""
 
     def __init__(
