@@ -14,6 +14,7 @@ import shutil
 import socket
 import subprocess
 import threading
+import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -28,10 +29,13 @@ from ccattler.agent.net.overlay import Overlay, device_name, peers_from_slice
 from ccattler.agent.reconcile import Backoff, BatchSecretSource, Reconciler, SecretSource, SecretValues
 from ccattler.agent.runtime.base import Runtime
 from ccattler.agent.sandboxes import Sandboxes
+from ccattler.agent.service_metrics import ServiceMetrics
 from ccattler.agent.telemetry import Telemetry
 from ccattler.engine.facts import CcaError
 
 RUNTIMES = ("runc", "process", "sim")
+#: How often the gates' request counters are read (the autoscaler's sample period is 15 s).
+LOAD_PERIOD = 10.0
 log = logging.getLogger(__name__)
 
 
@@ -213,6 +217,9 @@ class NodeCore:
         self.telemetry = Telemetry(runtime)
         #: The node's HAProxy for gates (agent/gates/), made on the first apply that needs one.
         self.gates: Any = None
+        #: Requests/s through those gates per target service, as autoscaler samples.
+        self.load = ServiceMetrics(node)
+        self._next_load = 0.0
         #: Seats of `share network` service groups on this node (agent/sandboxes.py).
         self.sandboxes = Sandboxes(runtime.kind, state_dir)
         if not runtime.isolated_network:
@@ -246,6 +253,7 @@ class NodeCore:
             observed[spec.observed_key]["usage"] = self.telemetry.usage(spec.key)
         self._volumes(facts, desired, observed)
         self._sync_gates(facts)
+        observed.update(self._measured_load())
         return observed
 
     def _volumes(self, facts: Mapping[str, Any], desired: Mapping[str, InstanceSpec],
@@ -293,6 +301,18 @@ class NodeCore:
 
             self.gates = Gates(self.node, self.state_dir)
         self.gates.sync(facts)
+
+    def _measured_load(self) -> dict[str, dict[str, Any]]:
+        """Every `LOAD_PERIOD` seconds, the gates' requests/s per target service
+        (`observed/metric/<t>/<svc>/requests_per_second/<node>`, agent/service_metrics.py)."""
+        now = time.time()
+        if self.gates is not None and now >= self._next_load:
+            self._next_load = now + LOAD_PERIOD
+            rates = self.gates.request_rates(now)
+            if rates is not None:  # HAProxy not answering: the last samples stay and go stale
+                self.load.update({(svc, "requests_per_second"): rate for svc, rate in rates.items()},
+                                 now, "gate")
+        return self.load.documents()
 
     def _sync_overlay(self, facts: Mapping[str, Any], subnet: str) -> None:
         """Peers' entries follow the slice; a failure is logged and retried on the next apply

@@ -18,6 +18,7 @@ from ccattler.agent.gates.model import Gate, backend_addresses, gates_from_slice
 from ccattler.agent.gates.process import HaproxyProcess
 from ccattler.agent.gates.runtime_api import RuntimeApi, RuntimeApiError, SocketRuntimeApi, run_all
 from ccattler.agent.gates.slots import Slots, slot_count
+from ccattler.agent.gates.stats import RequestRates, backend_request_totals
 from ccattler.engine.facts import CcaError
 
 log = logging.getLogger(__name__)
@@ -32,6 +33,7 @@ class Gates:
         self._structure: tuple[Any, ...] | None = None  # what the running config was rendered from
         self._slots: dict[str, Slots] = {}
         self._said: set[str] = set()  # problems logged already (sync runs every second)
+        self._rates = RequestRates()
         #: Counters for tests and `cca describe`: reloads (incl. the first start) and runtime changes.
         self.reloads = self.runtime_changes = 0
 
@@ -87,6 +89,22 @@ class Gates:
         self.reloads += 1
         self._said.clear()
         log.info("gates: HAProxy serves %s on %s", ", ".join(g.name for g in gates), address)
+
+    def request_rates(self, now: float) -> dict[str, float] | None:
+        """Target service (`tenant/name`) → HTTP requests/s through this node's gates since the
+        previous call (gates to one service summed); None when HAProxy could not be asked."""
+        if self._structure is None:
+            return {}
+        try:
+            rates = self._rates.sample(backend_request_totals(self.api), now)
+        except RuntimeApiError as exc:
+            self._say(f"gates: no request counters: {exc}")
+            return None
+        out: dict[str, float] = {}
+        for gate in self._structure[1]:
+            if gate.backend in rates:
+                out[gate.target] = out.get(gate.target, 0.0) + rates[gate.backend]
+        return out
 
     def stop(self) -> None:
         """Stop HAProxy and remove its files (no gates left, or the node goes away)."""

@@ -85,6 +85,12 @@ class HaproxyProcess:
         with open(log, "wb") as out:
             done = subprocess.run([self.binary, "-W", "-D", "-p", str(self.pidfile), "-f", str(self.config)],
                                   stdout=out, stderr=out, stdin=subprocess.DEVNULL, timeout=30)
+        # The daemonized master writes its pid file after our child has exited: wait for it (on a
+        # loaded machine that took longer than the child's exit, and a started HAProxy was called
+        # a failure).
+        deadline = time.monotonic() + 5.0
+        while done.returncode == 0 and self.master_pid() is None and time.monotonic() < deadline:
+            time.sleep(0.02)
         if done.returncode != 0 or self.master_pid() is None:
             raise HaproxyError(f"HAProxy did not start: {log.read_text(errors='replace').strip()[-600:]}")
 

@@ -70,3 +70,29 @@ def test_node_document_reads_the_machine() -> None:
     assert (doc["labels"], doc["zone"], doc["restrictions"], doc["address"]) == (
         {"disk": "ssd"}, "a", ["gpu"], "192.0.2.1")
     assert doc["architecture"] in ("amd64", "arm64")
+
+
+class _Gates:
+    """Stands in for the node's HAProxy (tests/agent/gates/test_haproxy.py reads a real one)."""
+
+    def __init__(self) -> None:
+        self.answers: list[dict[str, float] | None] = [{"default/web": 40.0}, None, {}]
+
+    def request_rates(self, now: float) -> dict[str, float] | None:
+        return self.answers.pop(0)
+
+
+def test_gate_request_rates_are_reported_as_autoscaler_samples(tmp_path: Path) -> None:
+    core = NodeCore("n1", SimRuntime(), state_dir=tmp_path)
+    key = "observed/metric/default/web/requests_per_second/n1"
+    try:
+        core.gates = _Gates()
+        assert core.apply({})[key]["value"] == 40.0
+        assert key in core.apply({})  # not due yet: the sample stays
+        core._next_load = 0.0
+        assert core.apply({})[key]["value"] == 40.0  # HAProxy did not answer: it stays (goes stale)
+        core._next_load = 0.0
+        assert key not in core.apply({})  # no gate to the service any more
+    finally:
+        core.gates = None
+        core.shutdown(remove=True)

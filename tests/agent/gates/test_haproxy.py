@@ -137,3 +137,17 @@ def test_a_reload_keeps_serving(gates, backends):
     conn = http.client.HTTPConnection("127.0.0.1", listen, timeout=5)
     assert get(conn, "shop.example.org")[1].startswith("web-")
     conn.close()
+
+
+def test_request_rates_come_from_haproxys_counters(gates, backends):
+    listen = _free_port()
+    gates.sync(slice_of(listen, *backends, BOTH))
+    assert gates.request_rates(100.0) == {}  # one sample: no rate yet
+    conn = http.client.HTTPConnection("127.0.0.1", listen, timeout=5)
+    for _ in range(8):
+        get(conn, "shop.example.com")
+    for _ in range(2):
+        get(conn, "shop.example.com", "/api")
+    conn.close()
+    assert gates.request_rates(102.0) == {"default/web": 4.0, "default/api": 1.0}
+    assert gates.request_rates(104.0) == {"default/web": 0.0, "default/api": 0.0}
