@@ -23,18 +23,20 @@ from ccattler.agent.dataplane.base import DataPlane, DataPlaneState
 from ccattler.agent.dataplane.factory import check_kind, ebpf_pin_name, make_dataplane
 from ccattler.agent.dataplane.state import dataplane_state, service_range
 from ccattler.agent.desired import InstanceSpec, declared_volumes, desired_instances, node_subnet
+from ccattler.agent.gates.model import gates_from_slice
 from ccattler.agent.images.store import ImageStore
 from ccattler.agent.net.node import NodeNetwork
 from ccattler.agent.net.overlay import Overlay, device_name, peers_from_slice
 from ccattler.agent.reconcile import Backoff, BatchSecretSource, Reconciler, SecretSource, SecretValues
 from ccattler.agent.runtime.base import Runtime
 from ccattler.agent.sandboxes import Sandboxes
-from ccattler.agent.service_metrics import ServiceMetrics
+from ccattler.agent.service_metrics import ConnectionLoad, ServiceMetrics, connection_totals, counted_vips
 from ccattler.agent.telemetry import Telemetry
 from ccattler.engine.facts import CcaError
 
 RUNTIMES = ("runc", "process", "sim")
-#: How often the gates' request counters are read (the autoscaler's sample period is 15 s).
+RPS = "requests_per_second"
+#: How often the gates' and the data plane's counters are read (the autoscaler's sample period is 15 s).
 LOAD_PERIOD = 10.0
 log = logging.getLogger(__name__)
 
@@ -219,6 +221,7 @@ class NodeCore:
         self.gates: Any = None
         #: Requests/s through those gates per target service, as autoscaler samples.
         self.load = ServiceMetrics(node)
+        self.connections = ConnectionLoad()
         self._next_load = 0.0
         #: Seats of `share network` service groups on this node (agent/sandboxes.py).
         self.sandboxes = Sandboxes(runtime.kind, state_dir)
@@ -253,7 +256,7 @@ class NodeCore:
             observed[spec.observed_key]["usage"] = self.telemetry.usage(spec.key)
         self._volumes(facts, desired, observed)
         self._sync_gates(facts)
-        observed.update(self._measured_load())
+        observed.update(self._measured_load(facts))
         return observed
 
     def _volumes(self, facts: Mapping[str, Any], desired: Mapping[str, InstanceSpec],
@@ -302,16 +305,37 @@ class NodeCore:
             self.gates = Gates(self.node, self.state_dir)
         self.gates.sync(facts)
 
-    def _measured_load(self) -> dict[str, dict[str, Any]]:
-        """Every `LOAD_PERIOD` seconds, the gates' requests/s per target service
-        (`observed/metric/<t>/<svc>/requests_per_second/<node>`, agent/service_metrics.py)."""
+    def _measured_load(self, facts: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+        """Every `LOAD_PERIOD` seconds, requests/s per service as autoscaler samples
+        (`observed/metric/<t>/<svc>/requests_per_second/<node>`, agent/service_metrics.py): HTTP
+        requests through this node's gates for the services they serve, new connections from this
+        node to the VIP for the other services scaled on requests/s."""
         now = time.time()
-        if self.gates is not None and now >= self._next_load:
-            self._next_load = now + LOAD_PERIOD
+        if now < self._next_load or (self.gates is None and self.dataplane is None):
+            return self.load.documents()
+        self._next_load = now + LOAD_PERIOD
+        values: dict[tuple[str, str], tuple[float, str]] = {}
+        unread: set[str] = set()
+        gated: set[str] = set()
+        if self.gates is not None:
+            gated = {gate.target for gate in gates_from_slice(facts)[0]}
             rates = self.gates.request_rates(now)
-            if rates is not None:  # HAProxy not answering: the last samples stay and go stale
-                self.load.update({(svc, "requests_per_second"): rate for svc, rate in rates.items()},
-                                 now, "gate")
+            if rates is None:  # HAProxy not answering: its last samples stay and go stale
+                unread.add("gate")
+            values.update({(svc, RPS): (rate, "gate") for svc, rate in (rates or {}).items()})
+        read_counters = getattr(self.dataplane, "counters", None)  # the in-memory plane keeps none
+        counted = counted_vips(facts, gated)
+        if read_counters is not None and counted:  # listing the counters costs: only when asked
+            try:
+                counters = read_counters().get("services") or {}
+            except (CcaError, OSError, ValueError) as exc:
+                log.warning("node %s: data-plane counters: %s", self.node, exc)
+                unread.add("dataplane")
+            else:
+                totals = connection_totals(counted, counters)
+                values.update({(svc, RPS): (rate, "dataplane")
+                               for svc, rate in self.connections.sample(totals, now).items()})
+        self.load.update(values, now, frozenset(unread))
         return self.load.documents()
 
     def _sync_overlay(self, facts: Mapping[str, Any], subnet: str) -> None:

@@ -18,7 +18,8 @@ from ccattler.agent.gates.model import Gate, backend_addresses, gates_from_slice
 from ccattler.agent.gates.process import HaproxyProcess
 from ccattler.agent.gates.runtime_api import RuntimeApi, RuntimeApiError, SocketRuntimeApi, run_all
 from ccattler.agent.gates.slots import Slots, slot_count
-from ccattler.agent.gates.stats import RequestRates, backend_request_totals
+from ccattler.agent.gates.stats import backend_request_totals
+from ccattler.agent.service_metrics import Rates
 from ccattler.engine.facts import CcaError
 
 log = logging.getLogger(__name__)
@@ -33,7 +34,7 @@ class Gates:
         self._structure: tuple[Any, ...] | None = None  # what the running config was rendered from
         self._slots: dict[str, Slots] = {}
         self._said: set[str] = set()  # problems logged already (sync runs every second)
-        self._rates = RequestRates()
+        self._rates = Rates()
         #: Counters for tests and `cca describe`: reloads (incl. the first start) and runtime changes.
         self.reloads = self.runtime_changes = 0
 

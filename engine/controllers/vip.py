@@ -84,7 +84,7 @@ class VipAllocator:
             kept[name] = offset
             deletes.discard(VIPS + name)
         for name, offset in kept.items():
-            doc = self._doc(name, offset, wanted[name])
+            doc = self._doc(name, offset, wanted[name], counted(services[name]))
             if vips.get(name) != doc:
                 puts[VIPS + name] = doc
         self._memo = memo if len(puts) + len(deletes) == before else None
@@ -99,6 +99,17 @@ class VipAllocator:
         offset = address - self._base
         return offset if 1 <= offset < self._size - 1 else None
 
-    def _doc(self, name: str, offset: int, ports: list[dict[str, Any]]) -> dict[str, Any]:
+    def _doc(self, name: str, offset: int, ports: list[dict[str, Any]], count: bool) -> dict[str, Any]:
         ip = str(ipaddress.IPv4Address(self._base + offset))
-        return {"service": name, "ip": ip, "range": str(self.range), "dns": dns_name(name), "ports": ports}
+        doc = {"service": name, "ip": ip, "range": str(self.range), "dns": dns_name(name), "ports": ports}
+        if count:
+            doc["count"] = "requests_per_second"
+        return doc
+
+
+def counted(service: Any) -> bool:
+    """Whether the nodes count new connections to the service's VIP: it scales on
+    `requests_per_second` (agent/service_metrics.py; a gate's requests are counted at the gate)."""
+    horizontal = ((service.get("scale") or {}).get("horizontal") or {}) if isinstance(service, dict) else {}
+    return any(isinstance(t, dict) and t.get("metric") == "requests_per_second"
+               for t in horizontal.get("targets") or ())

@@ -90,3 +90,13 @@ def test_a_configured_range_and_a_full_range():
 def test_bad_ranges_are_refused_clearly(cidr, message):
     with pytest.raises(InvalidServiceRange, match=message):
         VipAllocator(cidr, "10.88.0.0/16")
+
+
+def test_a_service_scaled_on_requests_per_second_has_its_connections_counted():
+    scaled = web("web", 8080)
+    scaled[1]["scale"] = {"horizontal": {"min": 1, "max": 5, "targets": [
+        {"metric": "requests_per_second", "value": 100}]}}
+    world = World(scaled, web("api", 443))
+    run(world)
+    assert world.values["derived/vip/default/web"]["count"] == "requests_per_second"
+    assert "count" not in world.values["derived/vip/default/api"]
