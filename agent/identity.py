@@ -77,9 +77,10 @@ def request_identity(source: IdentitySource, spec: InstanceSpec, now: float) -> 
         cert.verify_directly_issued_by(ca)
     except (PkiError, ValueError, TypeError, InvalidSignature) as exc:
         raise IdentityError(f"identity {wanted}: the server's answer does not verify: {exc}") from None
-    if svid_identity(cert) != wanted or cert.public_key() != key.public_key():
-        raise IdentityError(f"identity {wanted}: the server's certificate is for {svid_identity(cert)} "
-                            "or another key")
+    if svid_identity(cert) != wanted:
+        raise IdentityError(f"identity {wanted}: the server's certificate is for {svid_identity(cert)}")
+    if cert.public_key() != key.public_key():
+        raise IdentityError(f"identity {wanted}: the server's certificate is for another key than ours")
     return Issued(IdentityFiles(cert_pem, key_pem(key), bundle_pem), wanted, f"{cert.serial_number:x}",
                   now, cert.not_valid_after_utc.timestamp())
 
