@@ -91,6 +91,18 @@ def test_a_failed_rotation_keeps_the_identity_and_retries_later():
     assert identities.rotate(web(), lambda files: True)
 
 
+def test_a_container_without_an_identity_directory_is_not_asked_for_again_until_replaced():
+    clock, server = Clock(), Server()
+    identities = Identities(server, clock)
+    assert identities.due([web()]) == [web()]  # running, unknown here: an earlier agent started it
+    assert not identities.rotate(web(), lambda files: False)  # created without an identity directory
+    clock.now += 3 * LIFETIME
+    assert identities.due([web()]) == [] and server.calls == ["shop/web-a1"]
+    identities.for_start(web())  # its replacement starts with one
+    clock.now += LIFETIME
+    assert identities.due([web()]) == [web()]
+
+
 def test_an_answer_for_another_identity_or_key_or_ca_is_refused():
     server, stranger = Server(), Server()
 

@@ -109,7 +109,7 @@ def test_identities_issued_rotated_refused_and_used_for_mtls(three_nodes, wait, 
 
     second = wait(rotated, "the server instance's identity to rotate", timeout=TTL)
     delta = (second.not_valid_after_utc - first.not_valid_after_utc).total_seconds()
-    assert 2 / 3 * TTL - 1.5 <= delta <= 2 / 3 * TTL + 3, delta
+    assert 2 / 3 * TTL - 1.5 <= delta <= 2 / 3 * TTL + 5, delta  # + the agent's tick on a loaded host
     seen_inside = _pem(_exec(shell, server, "cat /run/ccattler/identity/cert.pem"))
     assert seen_inside.serial_number != first.serial_number  # the mounted directory shows it
 
