@@ -18,7 +18,7 @@ from typing import Any
 
 from ccattler.agent.init_steps import InitStep, init_steps
 from ccattler.agent.probes import Probe, probes_of
-from ccattler.agent.runtime.base import ConfigFile, ContainerSpec, SecretFile, VolumeMount
+from ccattler.agent.runtime.base import ConfigFile, ContainerSpec, IdentityFiles, SecretFile, VolumeMount
 from ccattler.engine.facts import parse_service
 
 
@@ -72,11 +72,12 @@ class InstanceSpec:
     def observed_key(self) -> str:
         return f"observed/instance/{self.tenant}/{self.name}"
 
-    def container(self, netns: str | None = None, secrets: tuple[SecretFile, ...] = ()) -> ContainerSpec:
+    def container(self, netns: str | None = None, secrets: tuple[SecretFile, ...] = (),
+                  identity: IdentityFiles | None = None) -> ContainerSpec:
         return ContainerSpec(name=self.key, image=self.image, command=self.command, env=self.env,
                              files=self.files, cpu_millis=self.cpu, memory_bytes=self.memory,
                              netns=netns, ip=self.ip, spec_hash=self.spec_hash, secrets=secrets,
-                             volumes=self.volumes)
+                             volumes=self.volumes, identity=identity)
 
 
 def _probes(service: Mapping[str, Any]) -> tuple[Probe, ...]:

@@ -40,6 +40,8 @@ class AgentLoop:
             core.secret_source = client.fetch_secrets
         if core.secret_batch_source is None:  # the refresh tick: one call per node, not per instance
             core.secret_batch_source = getattr(client, "fetch_secrets_many", None)
+        if core.identities.source is None:  # each instance's workload identity (agent/identity.py)
+            core.identities.source = getattr(client, "issue_identity", None)
         self.ttl, self.tick, self.retry = ttl, tick, retry
         self.tunnel_linger = TUNNEL_LINGER
         self.state = SliceState()

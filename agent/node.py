@@ -24,6 +24,7 @@ from ccattler.agent.dataplane.factory import check_kind, ebpf_pin_name, make_dat
 from ccattler.agent.dataplane.state import dataplane_state, service_range
 from ccattler.agent.desired import InstanceSpec, declared_volumes, desired_instances, node_subnet
 from ccattler.agent.gates.model import gates_from_slice
+from ccattler.agent.identity import Identities
 from ccattler.agent.images.store import ImageStore
 from ccattler.agent.net.node import NodeNetwork
 from ccattler.agent.net.overlay import Overlay, device_name, peers_from_slice
@@ -215,6 +216,8 @@ class NodeCore:
         #: The same for many instances in one call (`AgentClient.fetch_secrets_many`): the refresh
         #: tick's. Without it the tick asks `secret_source` once per instance.
         self.secret_batch_source: BatchSecretSource | None = None
+        #: Workload identities; active once given a source (`AgentClient.issue_identity`; AgentLoop).
+        self.identities = Identities()
         #: Usage sampling (every 10 s; published on meaningful change or every 60 s).
         self.telemetry = Telemetry(runtime)
         #: The node's HAProxy for gates (agent/gates/), made on the first apply that needs one.
@@ -424,7 +427,8 @@ class NodeCore:
         workers = 1 if self.runtime.kind == "sim" else 8  # sim operations are instant: no threads
         return Reconciler(self.node, self.runtime, network, backoff=self.backoff,
                           stop_timeout=self.stop_timeout, workers=workers, secrets=self._fetch_secrets,
-                          secrets_many=self._fetch_secrets_many, admit=self._admit)
+                          secrets_many=self._fetch_secrets_many, admit=self._admit,
+                          identities=self.identities)
 
     def _fetch_secrets(self, instance: str) -> list[tuple[str, bytes, str]]:
         if self.secret_source is None:

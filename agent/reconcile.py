@@ -5,7 +5,8 @@ Each `reconcile(desired)` starts what is missing, replaces what changed, stops a
 no longer placed (orphans included, running or stopped), restarts what exited or failed its
 startup/liveness probe with exponential backoff (the observed `reason` says why and when it
 retries), rewrites rotated secret files of running instances every `secret_refresh` seconds,
-reports readiness and health from the probes (`probes.Prober`), and garbage-collects
+reports readiness and health from the probes (`probes.Prober`), gives each container its workload
+identity before it starts and rotates it while it runs (`identity.Identities`), and garbage-collects
 leftovers on the first call and every `gc_interval` seconds. It returns the complete set of
 `observed/instance` documents for this node. Knobs: `Backoff`, `stop_timeout`, `workers`
 (parallel starts/stops).
@@ -22,10 +23,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from ccattler.agent.desired import InstanceSpec
+from ccattler.agent.identity import Identities
 from ccattler.agent.init_steps import InitProgress, InitRunner, owner
 from ccattler.agent.net.node import NodeNetwork
 from ccattler.agent.probes import Prober, Verdict, check
-from ccattler.agent.runtime.base import Runtime, SecretFile
+from ccattler.agent.runtime.base import IdentityFiles, Runtime, SecretFile
 from ccattler.engine.facts import CcaError
 
 log = logging.getLogger(__name__)
@@ -80,7 +82,8 @@ class Reconciler:
                  gc_interval: float = 60.0, clock: Callable[[], float] = time.monotonic,
                  secrets: SecretSource | None = None, secret_refresh: float = 15.0,
                  secrets_many: BatchSecretSource | None = None,
-                 admit: Callable[[InstanceSpec], None] | None = None):
+                 admit: Callable[[InstanceSpec], None] | None = None,
+                 identities: Identities | None = None):
         if runtime.isolated_network and network is None:
             raise CcaError(f"the {runtime.kind} runtime needs the node network (NodeNetwork)")
         self.node, self.runtime, self.network = node, runtime, network
@@ -91,6 +94,8 @@ class Reconciler:
         #: Called before a process starts (network policy in the kernel first: fail closed); a
         #: CcaError is a failed start, retried with backoff.
         self.admit = admit
+        #: Workload identities (None, inactive, or a runtime without identity files: none).
+        self.identities = identities if identities is not None and runtime.identity_files else None
         self._records: dict[str, _Record] = {}
         # workers=1 runs everything inline: sim nodes (hundreds per process) need no threads.
         self._pool = ThreadPoolExecutor(workers, thread_name_prefix="cca-reconcile") if workers > 1 else None
@@ -136,6 +141,8 @@ class Reconciler:
                     self._probe(spec, record, now)
             self._remove(removals)
             self._each(lambda job: self._start(*job), starts)
+            self._rotate_identities([spec for name, spec in desired.items() if name not in removals
+                                     and name in statuses and statuses[name].state == "running"])
             if now >= self._next_refresh:
                 self._next_refresh = now + self.secret_refresh
                 self._refresh_all([spec for name, spec in desired.items() if spec.secrets and name in statuses
@@ -144,6 +151,8 @@ class Reconciler:
                 if self._records.pop(name).init is not None:
                     self.init_runner.forget(name)
                 self.prober.forget(name)
+                if self.identities is not None:
+                    self.identities.forget(name)
             if now >= self._next_gc:
                 self.gc(desired)
                 self._next_gc = now + self.gc_interval
@@ -234,9 +243,11 @@ class Reconciler:
                 netns = self.network.attach(spec.sandbox or spec.key, spec.ip).netns_path
             if self.admit is not None:
                 self.admit(spec)
-            if not self._init_passed(spec, record, lambda: spec.container(netns, self._secret_files(spec))):
+            identity = self._identity(spec)  # before anything runs: no identity, no start
+            if not self._init_passed(spec, record,
+                                     lambda: spec.container(netns, self._secret_files(spec), identity)):
                 return
-            self.runtime.create(spec.container(netns, self._secret_files(spec)))
+            self.runtime.create(spec.container(netns, self._secret_files(spec), identity))
             self.runtime.start(spec.key)
             record.retry_at = 0.0
             if record.failures == 0:
@@ -280,6 +291,22 @@ class Reconciler:
                 except (CcaError, OSError) as exc:
                     log.warning("removing init container %s: %s", name, exc)
                 del self._init_statuses[name]
+
+    def _identity(self, spec: InstanceSpec) -> IdentityFiles | None:
+        if self.identities is None or not self.identities.active:
+            return None
+        return self.identities.for_start(spec)
+
+    def _rotate_identities(self, running: list[InstanceSpec]) -> None:
+        """Rotate the identities that reached 2/3 of their life (in place, in the container)."""
+        if self.identities is None or not self.identities.active:
+            return
+        identities, runtime = self.identities, self.runtime
+
+        def rotate(spec: InstanceSpec) -> None:
+            identities.rotate(spec, lambda files: runtime.rotate_identity(spec.key, files))
+
+        self._each(rotate, identities.due(running))
 
     def _secret_files(self, spec: InstanceSpec) -> tuple[SecretFile, ...]:
         """The plaintexts of the instance's secrets, fetched just before it starts."""
@@ -377,6 +404,8 @@ class Reconciler:
             }
             if init is not None:
                 observed[spec.observed_key]["init"] = init.document()
+            if self.identities is not None and self.identities.active:
+                observed[spec.observed_key]["identity"] = self.identities.document(name)
         return observed
 
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import typer
 
-from ccattler.cli._common import since
+from ccattler.cli._common import since, until
 from ccattler.engine.facts import display_name
 
 Column = tuple[str, Callable[[dict], Any]]
@@ -181,6 +181,21 @@ def _init(init: dict[str, Any] | None) -> None:
         typer.echo("  (all its output: cca logs --init INSTANCE)")
 
 
+def _identity(identity: dict[str, Any] | None) -> None:
+    """An instance's workload identity as its agent reports it: SPIFFE id, expiry, next rotation."""
+    if not identity:
+        typer.echo(f"{'Identity:':<18}-")
+        return
+    import datetime as dt
+    import time
+
+    expires = dt.datetime.fromtimestamp(identity["expires"], dt.UTC)
+    left = f"in {until(identity['expires'])}" if identity["expires"] > time.time() else "EXPIRED"
+    typer.echo(f"{'Identity:':<18}{identity['spiffe_id']}")
+    typer.echo(f"  expires {expires:%Y-%m-%d %H:%M:%S} UTC ({left}), rotates in "
+               f"{until(identity.get('rotates'))}, serial {identity.get('serial', '-')}")
+
+
 def describe(kind: str, row: dict[str, Any]) -> None:
     """The detail view: name, key, the joined fields, then the document as YAML."""
     import yaml
@@ -193,6 +208,8 @@ def describe(kind: str, row: dict[str, Any]) -> None:
             _volumes(value)
         elif field == "init":
             _init(value)
+        elif field == "identity":
+            _identity(value)
         elif field == "labels":
             typer.echo(f"{'Labels:':<18}{_pairs(value) or '-'}")
         elif isinstance(value, list) and all(isinstance(v, str) for v in value):

@@ -46,6 +46,9 @@ def server(
     workers: Annotated[int, typer.Option("--workers", min=16, help="Threads per listener: one per open "
                                                                   "stream (an agent keeps one), so "
                                                                   "about nodes + 60.")] = 256,
+    identity_ttl: Annotated[float, typer.Option("--identity-ttl", help="Seconds a workload identity "
+                                                                       "(SPIFFE X.509-SVID) is valid; "
+                                                                       "agents rotate at 2/3.")] = 3600.0,
     time_zone: Annotated[str, typer.Option("--time-zone", help="The cluster's time zone (autoscaling "
                                                                "schedule windows).")] = "UTC",
 ) -> None:
@@ -71,7 +74,8 @@ def server(
     listen = listen or server_list(ctx.server)[0]  # type: ignore[union-attr]
     options = ServerOptions(listen=listen, token_listen=token_listen,
                             metrics_listen=None if metrics == "off" else metrics, rate=rate,
-                            burst=max(1, int(rate * 2)), max_message_bytes=max_message, workers=workers)
+                            burst=max(1, int(rate * 2)), max_message_bytes=max_message, workers=workers,
+                            identity_ttl=identity_ttl)
     opened = open_store(store_url(store, context))
     api = ApiServer(opened, ClusterFiles(root), options).start()
     loop = None

@@ -52,6 +52,9 @@ def up(
     metrics: Annotated[str, typer.Option("--metrics", help="The server's /metrics address, or 'off'.")
                        ] = "127.0.0.1:9443",
     ttl: Annotated[float, typer.Option("--ttl", help="Node lease seconds.")] = 10.0,
+    identity_ttl: Annotated[float | None, typer.Option("--identity-ttl", help="Seconds a workload "
+                                                                              "identity is valid (the "
+                                                                              "server's; 3600).")] = None,
     timeout: Annotated[float, typer.Option("--timeout", help="Seconds to wait for readiness.")] = 60.0,
 ) -> None:
     """Start the local cluster and return (--detach) or stay in the foreground once it is ready."""
@@ -115,7 +118,8 @@ def up(
             seed_images(state, state / name)
     server_args = ["server", "--store", f"sqlite://{home}/state.db", "--context", admin.name,
                    "--metrics", metrics] + (["--cluster-cidr", cluster_cidr] if cluster_cidr else []) \
-        + (["--service-cidr", service_cidr] if service_cidr else [])
+        + (["--service-cidr", service_cidr] if service_cidr else []) \
+        + (["--identity-ttl", str(identity_ttl)] if identity_ttl else [])
     children = {"server": lc.spawn(home, "server", server_args)}
     try:
         layout.save(home)

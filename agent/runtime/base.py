@@ -55,6 +55,16 @@ class SecretFile:
 
 
 @dataclass(frozen=True, slots=True)
+class IdentityFiles:
+    """An instance's workload identity (X.509-SVID) as PEMs: certificate, its private key (made on
+    this node; never in a repr) and the trust bundle (agent/identity.py)."""
+
+    cert: bytes
+    key: bytes = field(repr=False)
+    bundle: bytes
+
+
+@dataclass(frozen=True, slots=True)
 class VolumeMount:
     """A node directory `<state>/volumes/<key>` (kept across containers) mounted read-write at `path`.
     `key` is `tenant/volume` (shared by the volume's instances on this node) or
@@ -95,6 +105,8 @@ class ContainerSpec:
     spec_hash: str = ""
     secrets: tuple[SecretFile, ...] = field(default=(), repr=False)
     volumes: tuple[VolumeMount, ...] = ()
+    #: Mounted read-only at /run/ccattler/identity (agent/runtime/identity_files.py); None: none.
+    identity: IdentityFiles | None = field(default=None, repr=False)
 
     @property
     def hostname(self) -> str:
@@ -145,6 +157,8 @@ class Runtime(abc.ABC):
     isolated_network: bool = False
     #: The node's volume directories (None: this runtime keeps none, e.g. sim).
     volumes: NodeVolumes | None = None
+    #: True when containers get the identity files of their spec (`ContainerSpec.identity`).
+    identity_files: bool = False
 
     @abc.abstractmethod
     def create(self, spec: ContainerSpec) -> None:
@@ -182,6 +196,11 @@ class Runtime(abc.ABC):
         """Overwrite the container's secret files whose value changed (rotation); returns how many.
         `secrets` are the same names in the same order as at creation."""
         return 0
+
+    def rotate_identity(self, name: str, identity: IdentityFiles) -> bool:
+        """Switch the container's identity files to `identity` at once (rotation); False when the
+        container has no identity directory (created without one)."""
+        return False
 
     #: A runtime that keeps one folder per container, its `log` inside, names the parent here.
     container_dirs: Path | None = None

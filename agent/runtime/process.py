@@ -2,6 +2,7 @@
 without root. No isolation: the image is not unpacked, the command runs through the host's
 `/bin/sh -c` in `<state>/processes/<id>/root` (where config files are written, mode 0444, under
 their path, and volume directories linked; volume sizes are measured and reported, not enforced).
+The identity files are in `<root>/run/ccattler/identity` (`CCA_IDENTITY_DIR` says where).
 
 Knobs: `state_dir`, `max_log_bytes` (log rotation). Processes survive an agent restart; they are
 found again by pid and start time.
@@ -25,11 +26,13 @@ from ccattler.agent.runtime.base import (
     ContainerSpec,
     ContainerStatus,
     ExecResult,
+    IdentityFiles,
     Runtime,
     SecretFile,
     Usage,
     container_id,
 )
+from ccattler.agent.runtime.identity_files import IDENTITY_DIR, write_identity
 from ccattler.agent.runtime.secrets import overwrite
 from ccattler.agent.runtime.volumes import NodeVolumes
 
@@ -55,6 +58,7 @@ class ProcessRuntime(Runtime):
 
     kind = "process"
     isolated_network = False
+    identity_files = True
 
     def __init__(self, state_dir: Path | str, max_log_bytes: int = logfile.DEFAULT_MAX_BYTES):
         self.max_log_bytes = max_log_bytes
@@ -91,8 +95,13 @@ class ProcessRuntime(Runtime):
             fd = os.open(root.joinpath(*parts), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o400)
             with os.fdopen(fd, "wb") as out:
                 out.write(secret.value)
-        meta = {"name": spec.name, "spec_hash": spec.spec_hash, "command": spec.command,
-                "env": {"HOSTNAME": spec.hostname, **spec.env}}
+        env = {"HOSTNAME": spec.hostname, **spec.env}
+        if spec.identity is not None:  # no mounts here: the files under the process's root
+            identity = root.joinpath(*IDENTITY_DIR.strip("/").split("/"))
+            identity.mkdir(parents=True, mode=0o755)
+            write_identity(identity, spec.identity)
+            env["CCA_IDENTITY_DIR"] = str(identity)
+        meta = {"name": spec.name, "spec_hash": spec.spec_hash, "command": spec.command, "env": env}
         (folder / "meta.json").write_text(json.dumps(meta))
 
     def start(self, name: str) -> None:
@@ -184,6 +193,13 @@ class ProcessRuntime(Runtime):
         root = self.dirs / container_id(name) / "root"
         return sum(overwrite(root.joinpath(*[p for p in s.path.split("/") if p not in ("", ".")]), s.value)
                    for s in secrets)
+
+    def rotate_identity(self, name: str, identity: IdentityFiles) -> bool:
+        folder = self.dirs.joinpath(container_id(name), "root", *IDENTITY_DIR.strip("/").split("/"))
+        if not folder.is_dir():
+            return False
+        write_identity(folder, identity)
+        return True
 
     def exec_process(self, name: str, argv: list[str], tty: bool = False,
                      size: tuple[int, int] | None = None) -> subprocess.Popen[bytes]:

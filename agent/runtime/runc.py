@@ -30,12 +30,14 @@ from ccattler.agent.runtime.base import (
     ContainerSpec,
     ContainerStatus,
     ExecResult,
+    IdentityFiles,
     Runtime,
     SecretFile,
     Usage,
     container_id,
 )
 from ccattler.agent.runtime.bundle_files import config_mounts, write_etc_files
+from ccattler.agent.runtime.identity_files import mount_identity, rotate_identity, unmount_identity
 from ccattler.agent.runtime.oci_spec import runtime_config
 from ccattler.agent.runtime.reaper import describe, process_reaper
 from ccattler.agent.runtime.secrets import mount_secrets, refresh_secrets, unmount_secrets
@@ -97,6 +99,7 @@ class RuncRuntime(Runtime):
 
     kind = "runc"
     isolated_network = True
+    identity_files = True
 
     def __init__(self, state_dir: Path | str, images: ImageStore,
                  runc_root: Path | str = "/run/ccattler/runc", runc: str = "runc",
@@ -133,7 +136,8 @@ class RuncRuntime(Runtime):
             for part in ("upper", "work", "rootfs"):
                 (bundle / part).mkdir(parents=True)
             write_etc_files(bundle / "upper", spec)
-            mounts = mount_secrets(bundle, spec.secrets) + self._volumes(spec) + config_mounts(bundle, spec)
+            mounts = (mount_secrets(bundle, spec.secrets) + mount_identity(bundle, spec.identity)
+                      + self._volumes(spec) + config_mounts(bundle, spec))
             config = runtime_config(spec, image, "/" + self.cgroup(cid), mounts)
             (bundle / "config.json").write_text(json.dumps(config))
             meta = {"name": spec.name, "spec_hash": spec.spec_hash, "image": image.name,
@@ -205,6 +209,7 @@ class RuncRuntime(Runtime):
         bundle = self.bundles / cid
         _umount(bundle / "rootfs")
         unmount_secrets(bundle)
+        unmount_identity(bundle)
         with logfile.LOCK:  # the log indexer must not re-create log.idx in a half-removed bundle
             shutil.rmtree(bundle, ignore_errors=True)
 
@@ -267,6 +272,9 @@ class RuncRuntime(Runtime):
 
     def refresh_secrets(self, name: str, secrets: tuple[SecretFile, ...]) -> int:
         return refresh_secrets(self.bundles / container_id(name), secrets)
+
+    def rotate_identity(self, name: str, identity: IdentityFiles) -> bool:
+        return rotate_identity(self.bundles / container_id(name), identity)
 
     def exec_process(self, name: str, argv: list[str], tty: bool = False,
                      size: tuple[int, int] | None = None) -> subprocess.Popen[bytes]:

@@ -1,6 +1,7 @@
 """The agent-facing calls: join with a token and a CSR, renew the node certificate, issue workload
-certificates, register and heartbeat (the server holds the node's store lease), watch the node's own
-slice, report observed state for its own node and instances only, and fetch granted secrets.
+identities (engine/api/identity_calls.py), register and heartbeat (the server holds the node's
+store lease), watch the node's own slice, report observed state for its own node and instances
+only, and fetch granted secrets.
 
 `NODE_TTL` is the default node lease; a node whose heartbeat stream stops vanishes when it expires.
 """
@@ -16,12 +17,13 @@ from ccattler.engine.api.calls import Call
 from ccattler.engine.api.connections import connection_files
 from ccattler.engine.api.errors import BadRequest, Conflict, Forbidden, NotFound
 from ccattler.engine.api.gen.ccattler.v1 import api_pb2
+from ccattler.engine.api.identity_calls import IdentityCalls, identity_summary
 from ccattler.engine.api.requests import load_object
 from ccattler.engine.api.slice import SliceHub, batch_message
 from ccattler.engine.api.tunnel import TunnelHub
 from ccattler.engine.auth import redeem_join_token
 from ccattler.engine.facts import CcaError, check_value, parse_service
-from ccattler.engine.pki import NODE_LIFETIME, WORKLOAD_LIFETIME, CertificateAuthority, PkiError, cert_pem
+from ccattler.engine.pki import NODE_LIFETIME, CertificateAuthority, PkiError, cert_pem
 from ccattler.engine.pki.ca import load_csr
 from ccattler.engine.secrets import KeyProvider, reveal_secret
 from ccattler.engine.store import Compare, LeaseNotFound, Store
@@ -46,7 +48,7 @@ def _node_name(name: str) -> str:
     return name
 
 
-class AgentService:
+class AgentService(IdentityCalls):
     """ccattler.v1.Agent; every call but Join needs a node certificate."""
 
     def __init__(self, store: Store, ca: CertificateAuthority, keys: KeyProvider) -> None:
@@ -64,8 +66,10 @@ class AgentService:
             return f"secrets of instances {shown}{more}"
         if method == "FetchSecrets":
             return f"secrets of instance {request.instance}"
-        if method in ("RenewCert", "WorkloadCert"):
-            return f"certificate {getattr(request, 'instance', '') or 'node'}"
+        if method == "RenewCert":
+            return "certificate node"
+        if method == "IssueIdentity":
+            return identity_summary(request)
         return None
 
     def _node(self, call: Call) -> str:
@@ -97,13 +101,6 @@ class AgentService:
 
     def RenewCert(self, request: api_pb2.CsrRequest, call: Call) -> api_pb2.Certificate:
         return self._sign(request.csr, name=self._node(call), kind="node", lifetime=NODE_LIFETIME)
-
-    def WorkloadCert(self, request: api_pb2.WorkloadCertRequest, call: Call) -> api_pb2.Certificate:
-        node = self._node(call)
-        tenant, instance = self._own_instance(node, request.instance)
-        service = self._service_of(tenant, instance)
-        return self._sign(request.csr, name=f"{tenant}/{service}", kind="workload",
-                          lifetime=WORKLOAD_LIFETIME, uris=(f"spiffe://ccattler/{tenant}/{service}",))
 
     def _own_instance(self, node: str, ref: str) -> tuple[str, str]:
         parsed = parse_service(ref)

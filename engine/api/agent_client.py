@@ -1,5 +1,5 @@
 """What a node agent calls, as plain Python: register and keep the node's lease alive, watch the
-node's slice, report observed documents, fetch granted secrets, renew certificates.
+node's slice, report observed documents, fetch granted secrets, get workload identities.
 
 `Heartbeat` runs a background thread that beats every `interval` seconds (a third of the lease TTL
 by default); stopping it (or the process dying) lets the lease, and the node's facts, expire.
@@ -153,11 +153,12 @@ class AgentClient:
         except CcaError as exc:
             return exc
 
-    def workload_certificate(self, instance: str, csr: bytes) -> tuple[bytes, bytes]:
-        """(certificate, CA) PEMs for the workload `tenant/instance`, valid 1 h."""
-        reply = self.client.unary(self.client.agent, "WorkloadCert",
-                                  api_pb2.WorkloadCertRequest(instance=instance, csr=csr))
-        return reply.cert, reply.ca
+    def issue_identity(self, instance: str, csr: bytes) -> tuple[bytes, bytes]:
+        """(certificate, trust bundle) PEMs of `tenant/instance`'s workload identity for the CSR's
+        key (agent/identity.py makes the CSR and keeps the key)."""
+        reply = self.client.unary(self.client.agent, "IssueIdentity",
+                                  api_pb2.IdentityRequest(instance=instance, csr=csr))
+        return reply.cert, reply.bundle
 
     def tunnel(self, ups: Iterator[api_pb2.TunnelUp]) -> Any:
         """Open the node's tunnel (agent/tunnel.py): a call yielding `TunnelDown`s; `cancel()` ends it."""

@@ -5,12 +5,14 @@ admin, nodes, workloads); `token_listen` (default: the next port) is server-veri
 present bearer tokens and joining nodes present join tokens. gRPC's Python API cannot ask for an
 optional client certificate on one port, hence two. Limits: `max_message_bytes`, `rate`/`burst` per
 caller, `auth_failure_rate`/`_burst` per host (failed logins are audited only up to that rate);
-`audit_keep` bounds the audit records kept.
+`audit_keep` bounds the audit records kept; `identity_ttl` is how long workload identities live
+(1 h; agents rotate at 2/3).
 `/metrics` and `/healthz` are plain HTTP on `metrics_listen` (localhost by default).
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 from concurrent import futures
 from dataclasses import dataclass
@@ -26,7 +28,8 @@ from ccattler.engine.api.limits import RateLimiter
 from ccattler.engine.api.metrics import ApiMetrics, MetricsServer
 from ccattler.engine.clientconfig import token_address
 from ccattler.engine.facts import CcaError
-from ccattler.engine.pki import ClusterFiles, cert_pem, split_address
+from ccattler.engine.pki import WORKLOAD_LIFETIME, ClusterFiles, cert_pem, split_address
+from ccattler.engine.pki.svid import LIFETIME_RANGE
 from ccattler.engine.secrets import LocalKeyProvider
 from ccattler.engine.store import Store
 
@@ -44,11 +47,22 @@ class ServerOptions:
     auth_failure_rate: float = 1.0
     auth_failure_burst: int = 20
     audit_keep: int = DEFAULT_KEEP
+    #: Seconds a workload identity (X.509-SVID) is valid (engine/pki/svid.py LIFETIME_RANGE).
+    identity_ttl: float = WORKLOAD_LIFETIME.total_seconds()
     #: Threads per listener. The sync gRPC server holds one per open stream (each agent keeps its
     #: slice watch open; heartbeats are short calls, logs/exec tunnels open only while used), so
     #: this bounds the nodes one server carries (~200 by default; `cca server --workers`);
     #: calls beyond it are refused with RESOURCE_EXHAUSTED rather than queued.
     workers: int = 256
+
+
+def identity_lifetime(seconds: float) -> dt.timedelta:
+    """`identity_ttl` checked against `LIFETIME_RANGE`, with a clear error."""
+    low, high = LIFETIME_RANGE
+    if not low.total_seconds() <= seconds <= high.total_seconds():
+        raise CcaError(f"identity TTL {seconds:g}s: must be between {low.total_seconds():g}s and "
+                       f"{high.total_seconds():g}s")
+    return dt.timedelta(seconds=seconds)
 
 
 class ApiServer:
@@ -67,6 +81,7 @@ class ApiServer:
         failures = RateLimiter(options.auth_failure_rate, options.auth_failure_burst)
         audit_log = AuditLog(store, options.audit_keep)
         agent = AgentService(store, ca, keys)
+        agent.identity_lifetime = identity_lifetime(options.identity_ttl)
         cluster = ClusterService(store, keys, agent.tunnels)
         self._slices = agent.slices
         self.tunnels = agent.tunnels  # which nodes have a logs/exec tunnel open

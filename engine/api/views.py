@@ -105,6 +105,7 @@ def instances(store: Store, tenant: str | None) -> list[dict[str, Any]]:
                      "health": seen.get("health"),
                      "reason": seen.get("reason"), "unplaced": placement.get("reasons") or None,
                      "volumes": seen.get("volumes") or [], "init": seen.get("init"),
+                     "identity": seen.get("identity"),
                      "created_revision": fact.create_revision})
     return rows
 

@@ -153,8 +153,15 @@ def dataplane() -> str:
 
 
 @pytest.fixture
+def identity_ttl() -> float | None:
+    """The server's workload identity lifetime for `three_nodes` (None: its 1 h; override to rotate
+    within a test)."""
+    return None
+
+
+@pytest.fixture
 def three_nodes(root, shell: Shell, busybox_state: Path, tmp_path: Path, port: int,
-                dataplane: str) -> Iterator[Nodes]:
+                dataplane: str, identity_ttl: float | None) -> Iterator[Nodes]:
     """`cca up --nodes 3 --detach` with runc: names, bridges, underlay /24 and cluster CIDR unique to
     this test; `cca down` afterwards, which must leave no namespace, link or nft table behind."""
     state = tmp_path / "state"  # its images are given to each node by `cca up --nodes` (hard links)
@@ -163,7 +170,8 @@ def three_nodes(root, shell: Shell, busybox_state: Path, tmp_path: Path, port: i
     underlay = f"10.{random.randrange(201, 250)}.{random.randrange(256)}.0/24"
     up = shell.cca("up", "--detach", "--nodes", "3", "--underlay", underlay, "--server", f"127.0.0.1:{port}",
                    "--state-dir", str(state), "--cluster-cidr", cidr, "--metrics", "off",
-                   "--dataplane", dataplane, timeout=180)
+                   "--dataplane", dataplane,
+                   *(("--identity-ttl", str(identity_ttl)) if identity_ttl else ()), timeout=180)
     tag = json.loads((shell.home / "run" / "up.json").read_text())["underlay"]["tag"]
     try:
         assert "cluster ready" in up.stdout, up.stdout

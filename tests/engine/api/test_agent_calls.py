@@ -113,9 +113,6 @@ def test_fetch_secrets_only_for_instances_on_the_node(cluster, tmp_path):
         with pytest.raises(ApiError) as err:
             client.unary(client.agent, "FetchSecrets", api_pb2.SecretsRequest(instance="shop/web-b2"))
         assert err.value.code == grpc.StatusCode.PERMISSION_DENIED
-        cert = client.unary(client.agent, "WorkloadCert", api_pb2.WorkloadCertRequest(
-            instance="shop/web-a1", csr=make_csr(new_key(), "web")))
-        assert identity_of(load_cert(cert.cert)).spiffe_id == "spiffe://ccattler/shop/web"
 
 
 def test_fetch_secrets_for_several_instances_in_one_call(cluster, tmp_path):

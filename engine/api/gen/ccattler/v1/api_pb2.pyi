@@ -296,13 +296,25 @@ class CsrRequest(_message.Message):
     csr: bytes
     def __init__(self, csr: _Optional[bytes] = ...) -> None: ...
 
-class WorkloadCertRequest(_message.Message):
+class IdentityRequest(_message.Message):
     __slots__ = ("instance", "csr")
     INSTANCE_FIELD_NUMBER: _ClassVar[int]
     CSR_FIELD_NUMBER: _ClassVar[int]
     instance: str
     csr: bytes
     def __init__(self, instance: _Optional[str] = ..., csr: _Optional[bytes] = ...) -> None: ...
+
+class WorkloadIdentity(_message.Message):
+    __slots__ = ("cert", "bundle", "spiffe_id", "expires")
+    CERT_FIELD_NUMBER: _ClassVar[int]
+    BUNDLE_FIELD_NUMBER: _ClassVar[int]
+    SPIFFE_ID_FIELD_NUMBER: _ClassVar[int]
+    EXPIRES_FIELD_NUMBER: _ClassVar[int]
+    cert: bytes
+    bundle: bytes
+    spiffe_id: str
+    expires: float
+    def __init__(self, cert: _Optional[bytes] = ..., bundle: _Optional[bytes] = ..., spiffe_id: _Optional[str] = ..., expires: _Optional[float] = ...) -> None: ...
 
 class RegisterRequest(_message.Message):
     __slots__ = ("node_json", "ttl_seconds")

@@ -1497,10 +1497,10 @@ class AgentStub:
                 request_serializer=ccattler_dot_v1_dot_api__pb2.CsrRequest.SerializeToString,
                 response_deserializer=ccattler_dot_v1_dot_api__pb2.Certificate.FromString,
                 _registered_method=True)
-        self.WorkloadCert = channel.unary_unary(
-                '/ccattler.v1.Agent/WorkloadCert',
-                request_serializer=ccattler_dot_v1_dot_api__pb2.WorkloadCertRequest.SerializeToString,
-                response_deserializer=ccattler_dot_v1_dot_api__pb2.Certificate.FromString,
+        self.IssueIdentity = channel.unary_unary(
+                '/ccattler.v1.Agent/IssueIdentity',
+                request_serializer=ccattler_dot_v1_dot_api__pb2.IdentityRequest.SerializeToString,
+                response_deserializer=ccattler_dot_v1_dot_api__pb2.WorkloadIdentity.FromString,
                 _registered_method=True)
         self.RegisterNode = channel.unary_unary(
                 '/ccattler.v1.Agent/RegisterNode',
@@ -1550,8 +1550,9 @@ class AgentServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
-    def WorkloadCert(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+    def IssueIdentity(self, request, context):
+        """A workload identity for an instance placed on the caller (engine/api/identity_calls.py).
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -1606,10 +1607,10 @@ def add_AgentServicer_to_server(servicer, server):
                     request_deserializer=ccattler_dot_v1_dot_api__pb2.CsrRequest.FromString,
                     response_serializer=ccattler_dot_v1_dot_api__pb2.Certificate.SerializeToString,
             ),
-            'WorkloadCert': grpc.unary_unary_rpc_method_handler(
-                    servicer.WorkloadCert,
-                    request_deserializer=ccattler_dot_v1_dot_api__pb2.WorkloadCertRequest.FromString,
-                    response_serializer=ccattler_dot_v1_dot_api__pb2.Certificate.SerializeToString,
+            'IssueIdentity': grpc.unary_unary_rpc_method_handler(
+                    servicer.IssueIdentity,
+                    request_deserializer=ccattler_dot_v1_dot_api__pb2.IdentityRequest.FromString,
+                    response_serializer=ccattler_dot_v1_dot_api__pb2.WorkloadIdentity.SerializeToString,
             ),
             'RegisterNode': grpc.unary_unary_rpc_method_handler(
                     servicer.RegisterNode,
@@ -1707,7 +1708,7 @@ class Agent:
             _registered_method=True)
 
     @staticmethod
-    def WorkloadCert(request,
+    def IssueIdentity(request,
             target,
             options=(),
             channel_credentials=None,
@@ -1720,9 +1721,9 @@ class Agent:
         return grpc.experimental.unary_unary(
             request,
             target,
-            '/ccattler.v1.Agent/WorkloadCert',
-            ccattler_dot_v1_dot_api__pb2.WorkloadCertRequest.SerializeToString,
-            ccattler_dot_v1_dot_api__pb2.Certificate.FromString,
+            '/ccattler.v1.Agent/IssueIdentity',
+            ccattler_dot_v1_dot_api__pb2.IdentityRequest.SerializeToString,
+            ccattler_dot_v1_dot_api__pb2.WorkloadIdentity.FromString,
             options,
             channel_credentials,
             insecure,
