@@ -179,3 +179,8 @@ REBALANCE = "derived/rebalance"
 def node_intent_key(node: str) -> str:
     """`intent/node/<node>`."""
     return NODE_INTENT + _check_segment(node, "node")
+
+
+#: Per service, the names the node-local resolvers serve (`<service>.<tenant>.cca.local` → its
+#: VIP, stateful ordinals → their addresses, SRV per exposed port): the network controller's.
+DNS_NAMES = "derived/dns/"
