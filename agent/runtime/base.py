@@ -95,6 +95,8 @@ class ContainerSpec:
     spec_hash: str = ""
     secrets: tuple[SecretFile, ...] = field(default=(), repr=False)
     volumes: tuple[VolumeMount, ...] = ()
+    #: The container's /etc/resolv.conf (the node-local resolver, agent/dns/); None: the host's.
+    resolv_conf: str | None = None
 
     @property
     def hostname(self) -> str:
