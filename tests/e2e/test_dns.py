@@ -1,7 +1,7 @@
 """Cluster DNS on `cca up --nodes 3` with runc: a client container resolves `web.default.cca.local`
 (and the short `web` through its search list) to web's VIP and reaches the backends through it by
 name; a stateful ordinal's name resolves to that instance's address from every node; `cca describe
-service` shows the name."""
+service` shows the name; a connection URL's `db.default` host resolves through the search list."""
 
 from __future__ import annotations
 
@@ -103,5 +103,9 @@ def test_containers_resolve_services_and_stateful_ordinals(three_nodes, tmp_path
     # dotless names): nc says which address it could not connect to (db runs nothing on port 9)
     short = _exec(shell, client, "nc -w 2 db-1.db 9 </dev/null")
     assert f"({ordinals['db-1']})" in short.stderr, short.stderr
+    # a connection URL's host `db.default` (engine/api/connections.py) through the `cca.local` search
+    # domain: db exposes nothing, so its name is headless (the ordinals' addresses)
+    url_host = _exec(shell, client, "nc -w 2 db.default 9 </dev/null")
+    assert any(f"({ip})" in url_host.stderr for ip in ordinals.values()), url_host.stderr
     missing = _exec(shell, client, "nslookup db-7.db.default.cca.local")
     assert not _addresses(missing.stdout) and missing.returncode != 0, missing.stdout
