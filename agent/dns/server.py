@@ -48,12 +48,12 @@ class Resolver:
         self._forwarding = threading.BoundedSemaphore(MAX_FORWARDS)
         self._tcp_slots = threading.BoundedSemaphore(MAX_TCP)
         try:
+            # no SO_REUSEADDR on UDP: on Linux it would let a second resolver share the port silently
             self._udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-            self._udp.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             self._udp.bind((address, port))
             self.port = self._udp.getsockname()[1]  # port 0: the one the kernel picked (tests)
             self._tcp = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            self._tcp.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            self._tcp.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # restart past TIME_WAIT
             self._tcp.bind((address, self.port))
             self._tcp.listen(64)
         except OSError as exc:

@@ -189,3 +189,12 @@ def test_host_nameservers_are_read_from_resolv_conf(tmp_path):
                     "nameserver 10.88.0.1\n")
     assert nameservers(conf.read_text()) == ["10.0.0.2", "fe80::1", "10.88.0.1"]
     assert Upstreams(conf, exclude=("10.88.0.1",)).servers() == [("10.0.0.2", 53), ("fe80::1", 53)]
+
+
+def test_an_answer_too_big_for_udp_is_truncated_and_whole_over_tcp(resolver):
+    many = {"service": "default/kv", "name": "kv.default.cca.local", "ttl": 5, "records": [
+        {"name": "kv.default.cca.local", "type": "A", "address": f"10.88.1.{n}"} for n in range(2, 62)]}
+    resolver.update([*DOCS, many])
+    udp = ask(resolver, "kv.default.cca.local")
+    assert udp.header.tc and not udp.rr
+    assert len(ask(resolver, "kv.default.cca.local", tcp=True).rr) == 60
