@@ -34,7 +34,7 @@ from ccattler.agent.runtime.base import Runtime
 from ccattler.agent.sandboxes import Sandboxes
 from ccattler.agent.telemetry import Telemetry
 from ccattler.engine.facts import CcaError
-from ccattler.engine.facts.keys import DNS_NAMES
+from ccattler.engine.facts.keys import DNS
 
 RUNTIMES = ("runc", "process", "sim")
 log = logging.getLogger(__name__)
@@ -313,7 +313,7 @@ class NodeCore:
                 self._dns_error = str(exc)
                 return
         raw = getattr(facts, "raw", {})  # unchanged documents are the same text: cheap to compare
-        seen = {key: raw[key] if key in raw else facts.get(key) for key in keys_under(facts, DNS_NAMES)}
+        seen = {key: raw[key] if key in raw else facts.get(key) for key in keys_under(facts, DNS)}
         if seen != self._dns_seen:
             self.dns.update(facts.get(key) for key in seen)
             self._dns_seen = seen

@@ -12,7 +12,7 @@ from ccattler.engine.admission.vocabulary import committed_instances, effective_
 from ccattler.engine.api.errors import BadRequest
 from ccattler.engine.autoscale.effective import effective_service
 from ccattler.engine.facts import DEFAULT_TENANT, NAMESPACED_KINDS, CcaError
-from ccattler.engine.facts.keys import DNS_NAMES
+from ccattler.engine.facts.keys import DNS
 from ccattler.engine.store import Store
 
 #: Kinds with a joined view; every other kind word lists its desired/ documents.
@@ -74,8 +74,8 @@ def services(store: Store, tenant: str | None, tags: Mapping[str, str]) -> list[
             for f in store.range(_tenant_prefix("derived/vip/", tenant), revision)[0]}
     endpoints = {f.key.removeprefix("derived/endpoint/"): f.value
                  for f in store.range(_tenant_prefix("derived/endpoint/", tenant), revision)[0]}
-    names = {f.key.removeprefix(DNS_NAMES): f.value
-             for f in store.range(_tenant_prefix(DNS_NAMES, tenant), revision)[0]}
+    names = {f.key.removeprefix(DNS): f.value
+             for f in store.range(_tenant_prefix(DNS, tenant), revision)[0]}
     rows = []
     for fact in facts:
         if not _tags_match(fact.value, tags):

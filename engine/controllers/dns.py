@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ccattler.engine.controllers.vip import DNS_ZONE
-from ccattler.engine.facts.keys import DNS_NAMES
+from ccattler.engine.facts.keys import DNS
 
 #: Seconds resolvers (and the clients behind them) may keep an answer: short, as CoreDNS's default.
 TTL = 5
@@ -118,8 +118,8 @@ class DnsNames:
                 claimed[doc["name"]] = full
             wanted[full] = doc
         for full in names.keys() - wanted.keys():
-            deletes.add(DNS_NAMES + full)
+            deletes.add(DNS + full)
         for full, doc in wanted.items():
             if names.get(full) != doc:
-                puts[DNS_NAMES + full] = doc
+                puts[DNS + full] = doc
         self._memo = memo if len(puts) + len(deletes) == before else None

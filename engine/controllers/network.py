@@ -23,7 +23,7 @@ from ccattler.engine.controllers.dns import DnsNames
 from ccattler.engine.controllers.failure import CONDITIONS, DECLARED_NODES, OBSERVED_NODES, PLACEMENTS
 from ccattler.engine.controllers.vip import DEFAULT_SERVICE_CIDR, SERVICES, VIPS, VipAllocator
 from ccattler.engine.facts import CcaError
-from ccattler.engine.facts.keys import DNS_NAMES
+from ccattler.engine.facts.keys import DNS
 from ccattler.engine.facts.snapshot import ChangeSet, Snapshot
 
 SUBNETS = "derived/network/subnet/"
@@ -83,9 +83,9 @@ class NetworkController:
     name: ClassVar[str] = "network"
     reads: ClassVar[tuple[str, ...]] = (
         OBSERVED_NODES, DECLARED_NODES, CONDITIONS, PLACEMENTS, SUBNETS, ADDRESSES, SERVICES, VIPS,
-        DNS_NAMES,
+        DNS,
     )
-    writes: ClassVar[tuple[str, ...]] = (SUBNETS, ADDRESSES, VIPS, DNS_NAMES)
+    writes: ClassVar[tuple[str, ...]] = (SUBNETS, ADDRESSES, VIPS, DNS)
 
     def __init__(
         self, cluster_cidr: str = DEFAULT_CLUSTER_CIDR, node_prefix: int = DEFAULT_NODE_PREFIX,
@@ -144,8 +144,8 @@ class NetworkController:
                 vips[key[len(VIPS):]] = doc
             elif key.startswith(SUBNETS):
                 subnets.append((key, doc))
-            elif key.startswith(DNS_NAMES):
-                names[key[len(DNS_NAMES):]] = doc
+            elif key.startswith(DNS):
+                names[key[len(DNS):]] = doc
             else:
                 for prefix in (OBSERVED_NODES, DECLARED_NODES, CONDITIONS):
                     if key.startswith(prefix):

@@ -183,4 +183,4 @@ def node_intent_key(node: str) -> str:
 
 #: Per service, the names the node-local resolvers serve (`<service>.<tenant>.cca.local` → its
 #: VIP, stateful ordinals → their addresses, SRV per exposed port): the network controller's.
-DNS_NAMES = "derived/dns/"
+DNS = "derived/dns/"
