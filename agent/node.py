@@ -314,9 +314,13 @@ class NodeCore:
                 return
         raw = getattr(facts, "raw", {})  # unchanged documents are the same text: cheap to compare
         seen = {key: raw[key] if key in raw else facts.get(key) for key in keys_under(facts, DNS)}
-        if seen != self._dns_seen:
-            self.dns.update(facts.get(key) for key in seen)
-            self._dns_seen = seen
+        if self._dns_seen is None:
+            self.dns.update({key: facts.get(key) for key in seen})
+        elif seen != self._dns_seen:  # only the changed documents are redone (Zone.updated)
+            before = self._dns_seen
+            changed = [k for k in seen if before.get(k) != seen[k]] + [k for k in before if k not in seen]
+            self.dns.change({key: facts.get(key) for key in changed})
+        self._dns_seen = seen
 
     def _stop_dns(self) -> None:
         if self.dns is not None:

@@ -20,7 +20,7 @@ from typing import Any
 
 from ccattler.agent.dns.answers import Answers, Forward, servfail
 from ccattler.agent.dns.upstream import Upstreams, read_framed
-from ccattler.agent.dns.zone import zone_from_slice
+from ccattler.agent.dns.zone import Zone
 from ccattler.engine.facts import CcaError
 
 log = logging.getLogger(__name__)
@@ -65,9 +65,13 @@ class Resolver:
         for thread in self._threads:
             thread.start()
 
-    def update(self, docs: Iterable[Mapping[str, Any]]) -> None:
-        """Serve the zone of these `derived/dns` documents from now on."""
-        self.answers.set_zone(zone_from_slice(docs))
+    def update(self, docs: Mapping[str, Any] | Iterable[Mapping[str, Any]]) -> None:
+        """Serve the zone of these `derived/dns` documents (key → document, or a list) from now on."""
+        self.answers.set_zone(Zone(docs))
+
+    def change(self, changes: Mapping[str, Mapping[str, Any] | None]) -> None:
+        """Replace (None: remove) these documents, keyed as given to `update` as a mapping."""
+        self.answers.set_zone(self.answers.zone.updated(changes))
 
     def stop(self) -> None:
         self._stopping.set()
