@@ -3,7 +3,9 @@ and the reconciler, driven by the node's slice of facts. The agent process is a 
 feed `apply(slice)` the facts it watches, report what it returns.
 
 Knobs: the runtime kind (`runc` when root and runc are present, else `process`; `sim`), the state
-dir (`agent.paths.default_state_dir`), the bridge name, and the reconciler's backoff.
+dir (`agent.paths.default_state_dir`), the bridge name, the reconciler's backoff, and `dns_port`
+(the node-local resolver on the bridge's gateway, agent/dns/; None: no resolver, containers get the
+host's resolv.conf).
 """
 
 from __future__ import annotations
@@ -21,8 +23,10 @@ from typing import Any
 
 from ccattler.agent.dataplane.base import DataPlane, DataPlaneState
 from ccattler.agent.dataplane.factory import check_kind, ebpf_pin_name, make_dataplane
-from ccattler.agent.dataplane.state import dataplane_state, service_range
+from ccattler.agent.dataplane.state import dataplane_state, keys_under, service_range
 from ccattler.agent.desired import InstanceSpec, declared_volumes, desired_instances, node_subnet
+from ccattler.agent.dns.resolv import container_resolv_conf
+from ccattler.agent.dns.server import Resolver, ResolverError
 from ccattler.agent.gates.model import gates_from_slice
 from ccattler.agent.identity import Identities
 from ccattler.agent.images.store import ImageStore
@@ -34,6 +38,7 @@ from ccattler.agent.sandboxes import Sandboxes
 from ccattler.agent.service_metrics import ConnectionLoad, ServiceMetrics, connection_totals, counted_vips
 from ccattler.agent.telemetry import Telemetry
 from ccattler.engine.facts import CcaError
+from ccattler.engine.facts.keys import DNS
 
 RUNTIMES = ("runc", "process", "sim")
 RPS = "requests_per_second"
@@ -194,8 +199,14 @@ class NodeCore:
     def __init__(self, node: str, runtime: Runtime, *, state_dir: Path | None = None,
                  bridge: str = "cca0", backoff: Backoff = Backoff(), stop_timeout: float = 5.0,
                  no_masquerade: tuple[str, ...] = (), overlay: Overlay | None = None,
-                 dataplane: str = "nftables", node_addresses: tuple[str, ...] = ()):
+                 dataplane: str = "nftables", node_addresses: tuple[str, ...] = (),
+                 dns_port: int | None = 53):
         self.node, self.runtime, self.bridge = node, runtime, bridge
+        #: The node-local resolver (isolated runtimes: on the bridge's gateway), made with the network.
+        self.dns_port = dns_port
+        self.dns: Resolver | None = None
+        self._dns_seen: dict[str, Any] | None = None  # the dns documents the resolver serves
+        self._dns_error: str | None = None
         #: Which data plane programs VIPs and policy (`make_dataplane`); made with the node network.
         self.dataplane_kind = check_kind(dataplane)
         self.dataplane: DataPlane | None = None
@@ -244,6 +255,7 @@ class NodeCore:
                 return {spec.observed_key: _pending(self.node, spec.ip, "waiting for the node's subnet")
                         for spec in desired.values()}
             self._ensure_network(subnet)
+            self._sync_dns(facts)
             self._sync_overlay(facts, subnet)
             self._sync_dataplane(facts)
         assert self.reconciler is not None
@@ -280,7 +292,9 @@ class NodeCore:
         volumes.collect(in_use, declared_volumes(facts), idle)
 
     def shutdown(self, remove: bool = False) -> None:
-        """Stop reconciling; with `remove`, also remove every container and the node network."""
+        """Stop reconciling and resolving; with `remove`, also remove every container and the node
+        network."""
+        self._stop_dns()
         if self.reconciler is not None:
             if remove:
                 self.reconciler.remove_all()
@@ -295,6 +309,43 @@ class NodeCore:
             self.gates.stop()
         if self.dataplane is not None and remove:
             self.dataplane.teardown()
+
+    def _sync_dns(self, facts: Mapping[str, Any]) -> None:
+        """The resolver serves the slice's `derived/dns` documents; it is (re)started on the
+        gateway when missing — a failure (port 53 taken) is logged once and retried on every apply,
+        and containers started meanwhile get the host's resolv.conf."""
+        if self.dns_port is None or self.network is None:
+            return
+        if self.dns is None:
+            try:
+                self.dns = Resolver(self.network.gateway, self.dns_port)
+                self._dns_seen, self._dns_error = None, None
+                log.info("DNS: resolver on %s:%d", self.network.gateway, self.dns.port)
+            except ResolverError as exc:
+                if str(exc) != self._dns_error:
+                    log.warning("%s (retried on every apply)", exc)
+                self._dns_error = str(exc)
+                return
+        raw = getattr(facts, "raw", {})  # unchanged documents are the same text: cheap to compare
+        seen = {key: raw[key] if key in raw else facts.get(key) for key in keys_under(facts, DNS)}
+        if self._dns_seen is None:
+            self.dns.update({key: facts.get(key) for key in seen})
+        elif seen != self._dns_seen:  # only the changed documents are redone (Zone.updated)
+            before = self._dns_seen
+            changed = [k for k in seen if before.get(k) != seen[k]] + [k for k in before if k not in seen]
+            self.dns.change({key: facts.get(key) for key in changed})
+        self._dns_seen = seen
+
+    def _stop_dns(self) -> None:
+        if self.dns is not None:
+            self.dns.stop()
+            self.dns = None
+
+    def _resolv_conf(self, spec: InstanceSpec) -> str | None:
+        """A container's resolv.conf: the node's resolver while it runs (else the host's)."""
+        if self.dns is None or self.network is None:
+            return None
+        return container_resolv_conf(self.network.gateway, spec.tenant)
 
     def _sync_gates(self, facts: Mapping[str, Any]) -> None:
         """The node's HAProxy follows the gates and their backends (agent/gates/); a node without
@@ -413,6 +464,7 @@ class NodeCore:
             return
         if self.network is not None:  # the subnet moved (rare): start over on the new one
             assert self.reconciler is not None
+            self._stop_dns()
             self.reconciler.remove_all()
             self.reconciler.close()
             self.network.teardown()
@@ -428,7 +480,7 @@ class NodeCore:
         return Reconciler(self.node, self.runtime, network, backoff=self.backoff,
                           stop_timeout=self.stop_timeout, workers=workers, secrets=self._fetch_secrets,
                           secrets_many=self._fetch_secrets_many, admit=self._admit,
-                          identities=self.identities)
+                          identities=self.identities, resolv_conf=self._resolv_conf)
 
     def _fetch_secrets(self, instance: str) -> list[tuple[str, bytes, str]]:
         if self.secret_source is None:

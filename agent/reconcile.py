@@ -19,7 +19,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ccattler.agent.desired import InstanceSpec
@@ -27,7 +27,7 @@ from ccattler.agent.identity import Identities
 from ccattler.agent.init_steps import InitProgress, InitRunner, owner
 from ccattler.agent.net.node import NodeNetwork
 from ccattler.agent.probes import Prober, Verdict, check
-from ccattler.agent.runtime.base import IdentityFiles, Runtime, SecretFile
+from ccattler.agent.runtime.base import ContainerSpec, IdentityFiles, Runtime, SecretFile
 from ccattler.engine.facts import CcaError
 
 log = logging.getLogger(__name__)
@@ -83,7 +83,8 @@ class Reconciler:
                  secrets: SecretSource | None = None, secret_refresh: float = 15.0,
                  secrets_many: BatchSecretSource | None = None,
                  admit: Callable[[InstanceSpec], None] | None = None,
-                 identities: Identities | None = None):
+                 identities: Identities | None = None,
+                 resolv_conf: Callable[[InstanceSpec], str | None] | None = None):
         if runtime.isolated_network and network is None:
             raise CcaError(f"the {runtime.kind} runtime needs the node network (NodeNetwork)")
         self.node, self.runtime, self.network = node, runtime, network
@@ -96,6 +97,8 @@ class Reconciler:
         self.admit = admit
         #: Workload identities (None, inactive, or a runtime without identity files: none).
         self.identities = identities if identities is not None and runtime.identity_files else None
+        #: A container's /etc/resolv.conf (the node-local resolver's); None: the host's.
+        self.resolv_conf = resolv_conf
         self._records: dict[str, _Record] = {}
         # workers=1 runs everything inline: sim nodes (hundreds per process) need no threads.
         self._pool = ThreadPoolExecutor(workers, thread_name_prefix="cca-reconcile") if workers > 1 else None
@@ -244,10 +247,9 @@ class Reconciler:
             if self.admit is not None:
                 self.admit(spec)
             identity = self._identity(spec)  # before anything runs: no identity, no start
-            if not self._init_passed(spec, record,
-                                     lambda: spec.container(netns, self._secret_files(spec), identity)):
+            if not self._init_passed(spec, record, lambda: self._container(spec, netns, identity)):
                 return
-            self.runtime.create(spec.container(netns, self._secret_files(spec), identity))
+            self.runtime.create(self._container(spec, netns, identity))
             self.runtime.start(spec.key)
             record.retry_at = 0.0
             if record.failures == 0:
@@ -263,6 +265,12 @@ class Reconciler:
                 self.runtime.remove(spec.key)
             except (CcaError, OSError):
                 log.exception("cleaning up after a failed start of %s", spec.key)
+
+    def _container(self, spec: InstanceSpec, netns: str | None,
+                   identity: IdentityFiles | None) -> ContainerSpec:
+        container = spec.container(netns, self._secret_files(spec), identity)
+        resolv = self.resolv_conf(spec) if self.resolv_conf is not None else None
+        return replace(container, resolv_conf=resolv) if resolv else container
 
     def _init_passed(self, spec: InstanceSpec, record: _Record, container: Callable[[], Any]) -> bool:
         """Advance the instance's init steps (agent/init_steps); True when the main container may

@@ -215,7 +215,7 @@ def describe(kind: str, row: dict[str, Any]) -> None:
         elif isinstance(value, list) and all(isinstance(v, str) for v in value):
             typer.echo(f"{field.capitalize() + ':':<18}{', '.join(value) or '-'}")
         elif field not in ("key", "name", "tenant", "value") and not isinstance(value, dict):
-            label = "VIP:" if field == "vip" else field.replace("_", " ").capitalize() + ":"
+            label = {"vip": "VIP:", "dns": "DNS:"}.get(field) or field.replace("_", " ").capitalize() + ":"
             typer.echo(f"{label:<18}{value if value is not None else '-'}")
     if row.get("value"):
         typer.echo("Document:")

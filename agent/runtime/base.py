@@ -107,6 +107,8 @@ class ContainerSpec:
     volumes: tuple[VolumeMount, ...] = ()
     #: Mounted read-only at /run/ccattler/identity (agent/runtime/identity_files.py); None: none.
     identity: IdentityFiles | None = field(default=None, repr=False)
+    #: The container's /etc/resolv.conf (the node-local resolver, agent/dns/); None: the host's.
+    resolv_conf: str | None = None
 
     @property
     def hostname(self) -> str:

@@ -1,7 +1,8 @@
-"""Files a runc container gets besides its image: `/etc/hostname`, `/etc/hosts` and the host's
-`/etc/resolv.conf` written into the overlay's upper layer (the container may change them), and the
-service's config files, written under `<bundle>/config/<path>` — outside the rootfs — and
-bind-mounted read-only each at its path (runc creates the mount point).
+"""Files a runc container gets besides its image: `/etc/hostname`, `/etc/hosts` and
+`/etc/resolv.conf` (the spec's — the node-local resolver — else the host's) written into the
+overlay's upper layer (the container may change them), and the service's config files, written
+under `<bundle>/config/<path>` — outside the rootfs — and bind-mounted read-only each at its path
+(runc creates the mount point).
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ def write_etc_files(upper: Path, spec: ContainerSpec) -> None:
     """hostname, hosts and resolv.conf into the overlay's upper layer."""
     files = {"/etc/hostname": spec.hostname + "\n"}
     files["/etc/hosts"] = "127.0.0.1\tlocalhost\n" + (f"{spec.ip}\t{spec.hostname}\n" if spec.ip else "")
-    if resolv := host_resolv_conf():
+    if resolv := spec.resolv_conf or host_resolv_conf():
         files["/etc/resolv.conf"] = resolv
     for path, content in files.items():
         target = upper.joinpath(*_parts(spec.name, path))

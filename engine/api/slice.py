@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ccattler.engine.api.gen.ccattler.v1 import api_pb2
+from ccattler.engine.facts.keys import DNS
 from ccattler.engine.store import Store
 
 log = logging.getLogger(__name__)
@@ -37,7 +38,8 @@ _SUBNETS = "derived/network/subnet/"
 _NODE_ADDRESSES = "observed/node/"
 #: Gates too: every node's proxy serves every gate (agent/gates/).
 #: Service groups too: a node pairs `share network` members into seats and mounts shared volumes.
-_SHARED = ("derived/endpoint/", "derived/vip/", "derived/dns/", "desired/volume/", "desired/gate/",
+#: Names too: every node's resolver answers every service's name (agent/dns/).
+_SHARED = ("derived/endpoint/", "derived/vip/", DNS, "desired/volume/", "desired/gate/",
            "desired/group/", _SUBNETS, _NODE_ADDRESSES)
 _PLACEMENTS, _ADDRESSES = "derived/placement/", "derived/network/ip/"
 _INSTANCES, _SERVICES = "derived/instance/", "desired/service/"

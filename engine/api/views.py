@@ -12,6 +12,7 @@ from ccattler.engine.admission.vocabulary import committed_instances, effective_
 from ccattler.engine.api.errors import BadRequest
 from ccattler.engine.autoscale.effective import effective_service
 from ccattler.engine.facts import DEFAULT_TENANT, NAMESPACED_KINDS, CcaError
+from ccattler.engine.facts.keys import DNS
 from ccattler.engine.store import Store
 
 #: Kinds with a joined view; every other kind word lists its desired/ documents.
@@ -73,6 +74,8 @@ def services(store: Store, tenant: str | None, tags: Mapping[str, str]) -> list[
             for f in store.range(_tenant_prefix("derived/vip/", tenant), revision)[0]}
     endpoints = {f.key.removeprefix("derived/endpoint/"): f.value
                  for f in store.range(_tenant_prefix("derived/endpoint/", tenant), revision)[0]}
+    names = {f.key.removeprefix(DNS): f.value
+             for f in store.range(_tenant_prefix(DNS, tenant), revision)[0]}
     rows = []
     for fact in facts:
         if not _tags_match(fact.value, tags):
@@ -83,7 +86,8 @@ def services(store: Store, tenant: str | None, tags: Mapping[str, str]) -> list[
                          modified=fact.mod_revision, desired=effective.get("instances"),
                          autoscaled=effective is not fact.value or full in scales,
                          scheduled=scheduled.get(full, 0), ready=ready.get(full, 0),
-                         vip=_vip(vips.get(full)), endpoints=_endpoints(endpoints.get(full))))
+                         vip=_vip(vips.get(full)), dns=_dns(names.get(full)),
+                         endpoints=_endpoints(endpoints.get(full))))
     return rows
 
 
@@ -263,6 +267,21 @@ def _vip(doc: Any) -> str | None:
     ports = ", ".join(f"{p.get('protocol')}/{p.get('port')}" + (" external" if p.get("external") else "")
                       for p in doc.get("ports") or [] if isinstance(p, dict))
     return f"{doc['ip']} ({ports})" if ports else str(doc["ip"])
+
+
+def _dns(doc: Any) -> str | None:
+    """`db.shop.cca.local (ordinals db-0.db.shop.cca.local … db-2.db.shop.cca.local)` from a
+    `derived/dns` document, its error when the name cannot be served; None without one."""
+    if not isinstance(doc, dict):
+        return None
+    if not doc.get("name"):
+        return f"none: {doc.get('error') or 'no name'}"
+    ordinals = [r["name"] for r in doc.get("records") or [] if isinstance(r, dict) and r.get("type") == "A"
+                and isinstance(r.get("name"), str) and r["name"].endswith("." + doc["name"])]
+    if not ordinals:
+        return str(doc["name"])
+    shown = ", ".join(ordinals) if len(ordinals) <= 3 else f"{ordinals[0]} … {ordinals[-1]}"
+    return f"{doc['name']} (ordinals {shown})"
 
 
 def _endpoints(doc: Any) -> list[str]:

@@ -6,8 +6,9 @@ Each node that matters (observed, declared, holding placements, or with a condit
 Each placed instance gets `derived/network/ip/<tenant>/<instance>` in its node's subnet, stable
 while it stays on that node. Allocation is lowest-free, in name order: pure and deterministic.
 Each service that exposes a port gets a virtual IP at `derived/vip/<tenant>/<service>`
-(engine/controllers/vip.py). The knobs are the constructor's `cluster_cidr`, `node_prefix` and
-`service_cidr`.
+(engine/controllers/vip.py), and the names the node resolvers serve for it at
+`derived/dns/<tenant>/<service>` (engine/controllers/dns.py). The knobs are the constructor's
+`cluster_cidr`, `node_prefix` and `service_cidr`.
 """
 
 from __future__ import annotations
@@ -18,9 +19,10 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from ccattler.engine.controllers.dns import DnsNames
 from ccattler.engine.controllers.vip import DEFAULT_SERVICE_CIDR, SERVICES, VipAllocator
 from ccattler.engine.facts import CcaError
-from ccattler.engine.facts.keys import DESIRED_NODES, NODE_CONDITIONS, OBSERVED_NODES, PLACEMENTS, VIPS
+from ccattler.engine.facts.keys import DESIRED_NODES, DNS, NODE_CONDITIONS, OBSERVED_NODES, PLACEMENTS, VIPS
 from ccattler.engine.facts.snapshot import ChangeSet, Snapshot
 
 SUBNETS = "derived/network/subnet/"
@@ -44,6 +46,21 @@ def _ip_to_int(text: object) -> int | None:
     return int.from_bytes(packed, "big")
 
 
+def _after(docs: dict[str, Any], prefix: str, puts: dict[str, Any], deletes: set[str]) -> dict[str, Any]:
+    """`docs` (keys without `prefix`) with this run's puts and deletes under `prefix` applied."""
+    changed = [k for k in puts if k.startswith(prefix)] + [k for k in deletes if k.startswith(prefix)]
+    if not changed:
+        return docs
+    out = dict(docs)
+    for key in deletes:
+        if key.startswith(prefix):
+            out.pop(key[len(prefix):], None)
+    for key in changed:
+        if key in puts:
+            out[key[len(prefix):]] = puts[key]
+    return out
+
+
 def _int_to_ip(value: int) -> str:
     return socket.inet_ntoa(value.to_bytes(4, "big"))
 
@@ -65,8 +82,9 @@ class NetworkController:
     name: ClassVar[str] = "network"
     reads: ClassVar[tuple[str, ...]] = (
         OBSERVED_NODES, DESIRED_NODES, NODE_CONDITIONS, PLACEMENTS, SUBNETS, ADDRESSES, SERVICES, VIPS,
+        DNS,
     )
-    writes: ClassVar[tuple[str, ...]] = (SUBNETS, ADDRESSES, VIPS)
+    writes: ClassVar[tuple[str, ...]] = (SUBNETS, ADDRESSES, VIPS, DNS)
 
     def __init__(
         self, cluster_cidr: str = DEFAULT_CLUSTER_CIDR, node_prefix: int = DEFAULT_NODE_PREFIX,
@@ -84,6 +102,7 @@ class NetworkController:
             )
         self.node_prefix = node_prefix
         self.vips = VipAllocator(service_cidr, cluster_cidr)
+        self.names = DnsNames()
         self._settled: dict[str, tuple[Any, ...]] = {}  # node → inputs of its last no-change run
         self._block = 1 << (32 - node_prefix)
         self._subnet_count = 1 << (node_prefix - self.cluster.prefixlen)
@@ -112,6 +131,7 @@ class NetworkController:
         nodes: set[str] = set()
         services: dict[str, Any] = {}
         vips: dict[str, Any] = {}
+        names: dict[str, Any] = {}
         for key, doc in snapshot.values.items():
             if key.startswith(PLACEMENTS):
                 placements[key[len(PLACEMENTS):]] = doc
@@ -123,6 +143,8 @@ class NetworkController:
                 vips[key[len(VIPS):]] = doc
             elif key.startswith(SUBNETS):
                 subnets.append((key, doc))
+            elif key.startswith(DNS):
+                names[key[len(DNS):]] = doc
             else:
                 for prefix in (OBSERVED_NODES, DESIRED_NODES, NODE_CONDITIONS):
                     if key.startswith(prefix):
@@ -134,6 +156,10 @@ class NetworkController:
         nets = self._allocate_subnets(sorted(subnets), nodes, puts, deletes)
         self._allocate_addresses(sorted(addresses), placements, nets, puts, deletes)
         self.vips.reconcile(services, vips, puts, deletes)
+        # Names follow the VIPs and addresses as this run leaves them (not as it found them).
+        self.names.reconcile(services, _after(vips, VIPS, puts, deletes),
+                             _after({k[len(ADDRESSES):]: d for k, d in addresses}, ADDRESSES, puts, deletes),
+                             names, puts, deletes)
         return ChangeSet(puts, frozenset(deletes))
 
     def _allocate_subnets(

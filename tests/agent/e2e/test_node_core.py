@@ -160,3 +160,35 @@ def test_network_teardown_tries_every_step_and_names_what_failed(tmp_path: Path,
         (network.records / "broken.json").unlink(missing_ok=True)
         network.teardown()
         network.close()
+
+
+def test_containers_resolve_cluster_names_through_the_node_resolver(busybox_state: Path, tmp_path: Path,
+                                                                    clean_check) -> None:
+    state = tmp_path / "state"
+    subprocess.run(["cp", "-a", "--link", str(busybox_state), str(state)], check=True)
+    bridge = f"cn{random.randrange(16**4):04x}"
+    subnet = f"10.{random.randrange(200, 250)}.{random.randrange(256)}.0/24"
+    runtime = RuncRuntime(state, ImageStore(state), runc_root=state / "runc")
+    core = NodeCore("n1", runtime, state_dir=state, bridge=bridge, backoff=Backoff(initial=0.2),
+                    stop_timeout=0.5)
+    gateway = subnet.rsplit(".", 1)[0] + ".1"
+    facts = hello_slice("n1", subnet, ["hello-x1"])
+    facts["derived/dns/default/hello"] = {"service": "default/hello", "name": "hello.default.cca.local",
+                                          "ttl": 5, "records": [
+                                              {"name": "hello.default.cca.local", "type": "A",
+                                               "address": "10.96.0.7"}]}
+    try:
+        core.apply(facts)
+        resolv = runtime.exec("default/hello-x1", ["cat", "/etc/resolv.conf"]).stdout.decode()
+        assert resolv == f"nameserver {gateway}\nsearch default.cca.local cca.local\noptions ndots:5\n"
+        for name in ("hello.default.cca.local", "hello"):  # the short name through the search list
+            out = runtime.exec("default/hello-x1", ["nslookup", name])
+            assert b"10.96.0.7" in out.stdout, (name, out)
+        missing = runtime.exec("default/hello-x1", ["nslookup", "nope.default.cca.local"])
+        assert b"10.96.0.7" not in missing.stdout and missing.exit_code != 0, missing
+        del facts["derived/dns/default/hello"]  # the name goes with its document
+        core.apply(facts)
+        assert b"10.96.0.7" not in runtime.exec("default/hello-x1", ["nslookup", "hello"]).stdout
+    finally:
+        core.shutdown(remove=True)
+    clean_check(state, bridge)

@@ -163,3 +163,19 @@ def test_every_node_sees_each_nodes_address_and_nothing_else_of_it(store):
         assert [(e.kind, e.key) for e in read_until(n1, 1)] == [("delete", "observed/node/n2")]
     finally:
         hub.close()
+
+
+def test_every_node_gets_every_services_names(store):
+    names = {"service": "shop/db", "name": "db.shop.cca.local", "ttl": 5,
+             "records": [{"name": "db-0.db.shop.cca.local", "type": "A", "address": "10.0.2.2"}]}
+    store.put("derived/dns/shop/db", names)
+    hub = SliceHub(store)
+    try:
+        for node in ("n1", "n2", "n9"):  # n1 runs nothing of db; n9 nothing at all
+            assert ("put", "derived/dns/shop/db") in initial(hub.stream(node, 0, lambda: True))
+        n1 = hub.stream("n1", 0, lambda: True)
+        initial(n1)
+        store.delete("derived/dns/shop/db")
+        assert [(e.kind, e.key) for e in read_until(n1, 1)] == [("delete", "derived/dns/shop/db")]
+    finally:
+        hub.close()
