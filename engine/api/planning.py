@@ -7,8 +7,9 @@ from typing import Any
 
 from ccattler.dsl import Reader, Source, compile_sources
 from ccattler.engine.autoscale.explain import scaling_json, scaling_lines
+from ccattler.engine.disruption.explain import moves_lines, moves_of
 from ccattler.engine.facts import DEFAULT_TENANT
-from ccattler.engine.facts.keys import SCALE
+from ccattler.engine.facts.keys import REBALANCE, SCALE
 from ccattler.engine.placement.explain import explain
 from ccattler.engine.placement.offline import PLAN_PREFIXES, PlanReport, simulate
 from ccattler.engine.runner.snapshot import read_snapshot
@@ -24,6 +25,11 @@ def explain_live(store: Store, target: str) -> dict[str, Any]:
     if fact is not None and isinstance(fact.value, dict):  # the autoscaler's decision and why
         out["explanation"]["scaling"] = scaling_json(fact.value)
         out["lines"] += scaling_lines(fact.value)
+    rebalance = store.get(REBALANCE)
+    moved = moves_of(rebalance.value if rebalance is not None else None, full)
+    if moved is not None:  # instances the rebalancer moved, and what each move gained
+        out["explanation"]["rebalancing"] = moved
+        out["lines"] += moves_lines(moved)
     return out
 
 

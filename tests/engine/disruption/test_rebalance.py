@@ -100,3 +100,22 @@ def test_a_larger_budget_still_moves_at_most_two_a_cycle():
         largest = max(largest, sum(1 for i in after if i in before and before[i][0] != after[i][0]))
     assert largest == 2
     assert per_node(sim, "web") == {"n1": 4, "n2": 4, "n3": 4}
+
+
+def test_explain_names_each_move_and_its_gain():
+    from ccattler.engine.api.planning import explain_live
+    from ccattler.engine.store import open_store
+
+    sim = joined()
+    while not moves_of(sim):
+        sim.tick()
+    with open_store("sqlite://:memory:") as store:
+        for key, value in sim.world.values.items():
+            store.put(key, value)
+        answer = explain_live(store, "web")
+    moved = answer["explanation"]["rebalancing"]
+    assert moved["moves"] and all(m["to"] == "n3" and "% cpu →" in m["gain"] for m in moved["moves"])
+    text = "\n".join(answer["lines"])
+    assert "rebalancing: moved at" in text
+    first = moved["moves"][0]
+    assert f"{first['instance']}: {first['from']} → n3 ({first['gain']})" in text
