@@ -29,14 +29,18 @@ def store_url(store: str | None, context: str | None) -> str:
 
 
 def start_runner(opened: Any, *, cluster_cidr: str | None, service_cidr: str | None, time_zone: str,
-                 identity: str | None = None, leader_ttl: float = 10.0) -> Any:
+                 identity: str | None = None, leader_ttl: float = 10.0,
+                 rebalance_interval: float = 60.0) -> Any:
     """A started `Runner` with the default controllers over `opened` (campaigning for the lease)."""
     from ccattler.cli.autoscale import check_time_zone
     from ccattler.engine.controllers.registry import ControllerConfig, default_controllers
+    from ccattler.engine.disruption.rebalance import RebalanceOptions
     from ccattler.engine.runner import Runner
 
     cidrs = {k: v for k, v in (("cluster_cidr", cluster_cidr), ("service_cidr", service_cidr)) if v}
-    config = ControllerConfig(time_zone=check_time_zone(time_zone), **cidrs)
+    rebalance = RebalanceOptions(interval=rebalance_interval, grace=rebalance_interval,
+                                 enabled=rebalance_interval > 0)
+    config = ControllerConfig(time_zone=check_time_zone(time_zone), rebalance=rebalance, **cidrs)
     loop = Runner(opened, default_controllers(config), identity=identity, leader_ttl=leader_ttl)
     loop.start()
     return loop
@@ -61,6 +65,9 @@ def runner(
         "--service-cidr", help="Service virtual IPs (default 10.96.0.0/16).")] = None,
     time_zone: Annotated[str, typer.Option("--time-zone", help="The cluster's time zone (autoscaling "
                                                                "schedule windows).")] = "UTC",
+    rebalance_interval: Annotated[float, typer.Option("--rebalance-interval", min=0.0, help="Seconds "
+                                                      "between rebalancing cycles (and after start-up "
+                                                      "before the first); 0: no rebalancing.")] = 60.0,
 ) -> None:
     """Run the controllers (leader-elected) against the store until SIGINT/SIGTERM."""
     from ccattler.engine.store import open_store
@@ -68,7 +75,7 @@ def runner(
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     opened = open_store(store_url(store, context))
     loop = start_runner(opened, cluster_cidr=cluster_cidr, service_cidr=service_cidr, time_zone=time_zone,
-                        identity=identity, leader_ttl=leader_ttl)
+                        identity=identity, leader_ttl=leader_ttl, rebalance_interval=rebalance_interval)
     typer.echo(f"runner {loop.identity} on {opened.url}: campaigning for leader/runner "
                f"(lease {leader_ttl:g} s)", err=True)
     stop = threading.Event()

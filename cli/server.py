@@ -51,6 +51,9 @@ def server(
                                                                        "agents rotate at 2/3.")] = 3600.0,
     time_zone: Annotated[str, typer.Option("--time-zone", help="The cluster's time zone (autoscaling "
                                                                "schedule windows).")] = "UTC",
+    rebalance_interval: Annotated[float, typer.Option("--rebalance-interval", min=0.0, help="Seconds "
+                                                      "between rebalancing cycles (and after start-up "
+                                                      "before the first); 0: no rebalancing.")] = 60.0,
 ) -> None:
     """Serve the API over TLS only (no plaintext port) and run the controllers (unless --controllers off)."""
     from ccattler.engine.api.server import ApiServer, ServerOptions
@@ -83,7 +86,8 @@ def server(
         from ccattler.engine.runner import RunnerCollector
 
         loop = start_runner(opened, cluster_cidr=cluster_cidr, service_cidr=service_cidr,
-                            time_zone=time_zone, leader_ttl=leader_ttl)
+                            time_zone=time_zone, leader_ttl=leader_ttl,
+                            rebalance_interval=rebalance_interval)
         api.metrics.registry.register(RunnerCollector(loop))  # controller counters on /metrics
     typer.echo(f"serving mutual TLS on {api.listen}, bearer tokens on {api.token_listen}"
                + (f", metrics on http://{api.metrics_listen}/metrics" if options.metrics_listen else "")

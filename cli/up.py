@@ -55,6 +55,9 @@ def up(
     identity_ttl: Annotated[float | None, typer.Option("--identity-ttl", help="Seconds a workload "
                                                                               "identity is valid (the "
                                                                               "server's; 3600).")] = None,
+    rebalance_interval: Annotated[float | None, typer.Option(
+        "--rebalance-interval", min=0.0, help="Seconds between rebalancing cycles (the server's; 60, 0: off)."
+    )] = None,
     timeout: Annotated[float, typer.Option("--timeout", help="Seconds to wait for readiness.")] = 60.0,
 ) -> None:
     """Start the local cluster and return (--detach) or stay in the foreground once it is ready."""
@@ -119,7 +122,8 @@ def up(
     server_args = ["server", "--store", f"sqlite://{home}/state.db", "--context", admin.name,
                    "--metrics", metrics] + (["--cluster-cidr", cluster_cidr] if cluster_cidr else []) \
         + (["--service-cidr", service_cidr] if service_cidr else []) \
-        + (["--identity-ttl", str(identity_ttl)] if identity_ttl else [])
+        + (["--identity-ttl", str(identity_ttl)] if identity_ttl else []) \
+        + (["--rebalance-interval", str(rebalance_interval)] if rebalance_interval is not None else [])
     children = {"server": lc.spawn(home, "server", server_args)}
     try:
         layout.save(home)
