@@ -335,6 +335,19 @@ class NodeCore:
         else:
             self._dataplane_error = None
 
+    def inspect_dataplane(self) -> dict[str, Any]:
+        """What this node's kernel enforces, read back now (`cca node-inspect NODE --dataplane`)."""
+        from ccattler.agent.dataplane.inspect import report
+
+        if not self.runtime.isolated_network:
+            return report(None, self.dataplane_kind, note=f"the {self.runtime.kind} runtime gives instances "
+                          "no network of their own: no data plane is programmed on this node")
+        with self._dataplane_lock:  # not while an apply is half sent
+            if self.dataplane is None:
+                return report(None, self.dataplane_kind, self._dataplane_error,
+                              note="the data plane is made with the node network (no subnet yet?)")
+            return report(self.dataplane, self.dataplane_kind, self._dataplane_error)
+
     def _make_dataplane(self) -> DataPlane:
         assert self.network is not None
         return make_dataplane(self.dataplane_kind, self.node, bridge=self.bridge,

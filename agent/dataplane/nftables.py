@@ -391,8 +391,13 @@ class NftablesDataPlane(DataPlane):
 
     def counters(self) -> dict[str, dict | int]:
         """New connections per VIP and per external port (element counters: the nat hooks see only
-        a connection's first packet), and connections refused for want of a ready backend."""
-        out: dict[str, dict | int] = {"services": {}, "external": {}, "refused": 0}
+        a connection's first packet), packets refused for want of a ready backend, and packets
+        dropped per guarded identity (the policy table's counters)."""
+        out: dict[str, dict | int] = {"services": {}, "external": {}, "refused": 0, "dropped": {}}
+        try:
+            out["dropped"] = self.policy.counters()
+        except (policy_nft.PolicyError, ServiceTableError):
+            pass  # no policy table (yet)
         refused = self._listing("counter", "refused") or ""
         out["refused"] = int(m.group(1)) if (m := re.search(r"packets (\d+)", refused)) else 0
         for name in ("services", "nodeports"):
