@@ -28,7 +28,8 @@ NOT_AVAILABLE = "not available"
 KINDS = ("services", "external", "backends", "refused", "allowed", "dropped")
 #: What each plane's counters count; a kind a plane does not count says why, after NOT_AVAILABLE.
 COUNTERS: dict[str, dict[str, str]] = {
-    "nftables": {"services": "new connections (services map element counters)",
+    "nftables": {"services": "new connections (services map element counters; each retry of a "
+                             "dropped SYN counts again)",
                  "external": "new connections (nodeports map element counters)",
                  "backends": f"{NOT_AVAILABLE}: the slots maps carry no counters",
                  "refused": "packets refused for want of a ready backend (counter refused)",
