@@ -151,7 +151,10 @@ def print_dataplane(plane: dict[str, Any]) -> None:
               ("protocol", lambda r: r["protocol"]),
               ("hits", lambda r: r["hits"])])):
         print(f"\n{title}:")
-        emit(rows, columns, "table")
+        if rows:
+            emit(rows, columns, "table")
+        else:
+            print("  (none)")
     if plane["policies"]:
         print("\ndropped:")
         emit(plane["policies"], [("identity", lambda r: r["identity"]),

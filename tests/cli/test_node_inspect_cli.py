@@ -1,0 +1,68 @@
+"""`cca node-inspect NODE --dataplane` as the user sees it: the request asks NodeInspect for the data
+plane (kind "dataplane"), the table shows every kind of entry with its counter or its absence, and
+`-o json` is the agent's report as it came. The server and agent ends run for real in
+tests/agent/e2e/test_tunnel.py and tests/e2e/test_service_dataplane.py."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+
+from typer.testing import CliRunner
+
+from ccattler.agent.dataplane.base import Backend, DataPlaneState, Frontend, PolicyIngress
+from ccattler.agent.dataplane.inspect import report
+from ccattler.agent.dataplane.memory import MemoryDataPlane
+from ccattler.cli import top
+from ccattler.cli.main import app
+
+
+class Counted(MemoryDataPlane):
+    name = "nftables"
+
+    def counters(self):
+        return {"services": {"10.96.0.10:80/tcp": 9}, "external": {}, "refused": 2,
+                "dropped": {"shop/db": 5}}
+
+
+def _reply(monkeypatch, asked: list):
+    plane = Counted()
+    plane.apply(DataPlaneState(
+        services={Frontend("10.96.0.10", 80): (Backend("10.78.1.2", 8080),), Frontend("10.96.0.11", 80): ()},
+        identities={"shop/db": frozenset({"10.78.1.4"}), "shop/api": frozenset({"10.78.1.2"})},
+        policies={"shop/db": PolicyIngress("shop/db", frozenset({"10.78.1.4"}),
+                                           frozenset({("shop/api", 5432, "tcp")}))}))
+    answer = {"node": "n1", "observed": {"address": "192.168.1.5"}, "condition": {"condition": "ready"},
+              "runtime": {"runtime": "runc", "containers": []}, "dataplane": report(plane, "nftables")}
+
+    class Api:
+        def json(self, call, request, timeout=None):
+            asked.append((call, request.name, request.kind))
+            return answer
+
+    monkeypatch.setattr(top, "client", lambda *a: contextlib.nullcontext(Api()))
+    return answer
+
+
+def test_table_shows_entries_counters_and_what_is_not_counted(monkeypatch):
+    asked: list = []
+    _reply(monkeypatch, asked)
+    result = CliRunner().invoke(app, ["node-inspect", "n1", "--dataplane"])
+    assert result.exit_code == 0, result.output
+    assert asked == [("NodeInspect", "n1", "dataplane")]
+    out = result.output
+    assert "data plane nftables" in out
+    assert "10.96.0.10:80/tcp" in out and "10.78.1.2:8080" in out and " 9" in out
+    assert "(none: refused)" in out and "refused (no ready backend): 2" in out
+    assert "shop/api" in out and "10.78.1.4" in out and "5432" in out
+    assert "allowed: not available" in out  # nftables tuple sets have no counters: said, not 0
+
+
+def test_json_is_the_report_and_without_the_flag_nothing_is_asked_of_the_plane(monkeypatch):
+    asked: list = []
+    answer = _reply(monkeypatch, asked)
+    result = CliRunner().invoke(app, ["node-inspect", "n1", "--dataplane", "-o", "json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["dataplane"] == answer["dataplane"]
+    CliRunner().invoke(app, ["node-inspect", "n1"])
+    assert asked[-1] == ("NodeInspect", "n1", "")
