@@ -113,7 +113,8 @@ def _inspect_dataplane(shell, web: list[dict], c: list[dict], vip: str, dataplan
     [policy] = [p for p in report["policies"] if p["identity"] == "default/web"]
     assert policy["local_addresses"] == sorted(i["ip"] for i in web if i["node"] == node)
     tuples = {(t["source"], t["port"], t["protocol"]) for t in policy["allowed"]}
-    assert ("default/c", 8080, "tcp") in tuples and "default/a" not in {t[0] for t in tuples}, tuples
+    # `allow … port 8080` names no protocol: tcp and udp
+    assert ("default/c", 8080, "any") in tuples and "default/a" not in {t[0] for t in tuples}, tuples
     assert policy["dropped"] > 0  # a's probes to this node's web instance
     table = shell.cca("node-inspect", node, "--dataplane").stdout
     assert f"data plane {dataplane}" in table and vip in table and "default/c" in table, table
