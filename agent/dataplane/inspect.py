@@ -14,7 +14,10 @@ Counters, per plane (what `counters` in the report says, so a missing figure is 
               empty VIP fails connect() with EPERM, uncounted)
     memory    none: every counter is null (the in-memory plane of tests)
 
-Per backend there is no counter in either layout. `hits` is null wherever a plane keeps no counter.
+A policy's `local_addresses` are the guarded addresses on this node (nftables: the `guarded` map);
+the BPF maps keep no locality, so the eBPF plane lists every address of the identity (its ingress
+program sees only this node's sockets). Per backend there is no counter in either layout. `hits`
+is null wherever a plane keeps no counter.
 """
 
 from __future__ import annotations
