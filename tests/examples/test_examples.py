@@ -33,7 +33,7 @@ CCA = (sys.executable, "-m", "ccattler.cli.main")
 
 
 def test_every_example_is_listed_here():
-    assert sorted(map(str, FILES)) == sorted(ORDER), "a new example: add it to ORDER"
+    assert sorted(map(str, FILES)) == sorted(ORDER) == sorted(PRUNE), "a new example: add it to ORDER, PRUNE"
 
 
 @pytest.mark.parametrize("name", ORDER)
@@ -95,25 +95,27 @@ def _services(path: Path) -> list[str]:
                   if k.startswith("desired/service/"))
 
 
-def _without(text: str, path: Path) -> tuple[str, str] | None:
-    """The file's text with one service block removed (the last one whose removal still compiles
-    and lints: nothing else in the file names it), and that service; None when none can go."""
-    from ccattler.dsl import DslError
+#: Per example, the service the test prunes and the lines naming it elsewhere in the file that go
+#: with it (a group member), so the rest still lints strict.
+PRUNE = {"hello.cca": ("default/hello", []), "sim-cluster.cca": ("default/cache", []),
+         "platform.cca": ("payments/ledger-exporter", [r"^    service ledger-exporter\n"]),
+         "shop.cca": ("payments/checkout", [r"^    allow frontend/web -> payments/checkout port 443\n",
+                                            r"^    allow payments/checkout -> payments/database.*\n"]),
+         "templated/api.cca": ("shop/api", [])}
 
-    have = set(_services(path))
-    for block in reversed(list(re.finditer(r"^service (\S+) \{\n.*?^\}\n", text, re.M | re.S))):
-        rest = text[:block.start()] + text[block.end():]
-        try:
-            path.write_text(rest)
-            gone = have - set(_services(path))
-            clean = CliRunner().invoke(app, ["lint", "--strict", str(path)]).exit_code == 0
-        except DslError:
-            continue
-        finally:
-            path.write_text(text)
-        if len(gone) == 1 and clean:
-            return rest, gone.pop()
-    return None
+
+def _without(text: str, service: str, lines: list[str]) -> str:
+    """`text` without `service`'s block (written `service NAME {`, with or without its tenant, or
+    a template's `service {{ … }}` when it is the only one) and without `lines`."""
+    tenant, name = service.split("/")
+    blocks = [b for b in re.finditer(r"^service (\S+(?: \S+ \S+)*?) \{\n.*?^\}\n", text, re.M | re.S)
+              if b.group(1) in (name, service) or "{{" in b.group(1)]
+    assert len(blocks) == 1, (service, [b.group(1) for b in blocks])
+    rest = text[:blocks[0].start()] + text[blocks[0].end():]
+    for line in lines:
+        rest, n = re.subn(line, "", rest, flags=re.M)
+        assert n, line
+    return rest
 
 
 def _check(status: dict, services: int) -> dict:
@@ -149,13 +151,14 @@ def test_each_example_applies_and_a_pruned_service_tears_down_consistently(sim, 
         before = _settled(sim, services)
         assert before["desired"] > 0, name
 
-        text = path.read_text()
-        pruned = _without(text, path)
-        assert pruned is not None, f"{name}: no service can be removed on its own"
-        rest, gone = pruned
+        gone, lines = PRUNE[name]
+        text = _without(path.read_text(), gone, lines)
+        path.write_text(text)
+        lint = CliRunner().invoke(app, ["lint", "--strict", str(path)])
+        assert lint.exit_code == 0 and set(_services(path)) == set(_services(EXAMPLES / name)) - {gone}, \
+            lint.output
         count = len(sim.instances(gone))
         assert count > 0, (name, gone)
-        path.write_text(rest)
         out = sim.cca("apply", str(path))
         assert "pruned" in out, out
         services -= 1
