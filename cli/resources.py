@@ -229,7 +229,8 @@ def status(output: OutputOpt = "table", context: ContextOpt = None, server: Serv
     typer.echo(f"leader     {leader or 'none'}")
     typer.echo(f"services   {info['services']}")
     typer.echo(f"instances  {inst['running']} running / {inst['placed']} placed / {inst['desired']} desired"
-               + (f", {inst['failed']} failed" if inst["failed"] else ""))
+               + (f", {inst['failed']} failed" if inst["failed"] else "")
+               + (f", {inst['stopping']} stopping" if inst.get("stopping") else ""))
     typer.echo(f"nodes      {nodes['registered']} registered, {nodes['down']} down, "
                f"{nodes['draining']} draining")
     typer.echo(f"secrets    {info['secrets']}    policies {info['policies']}")
