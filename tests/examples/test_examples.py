@@ -163,10 +163,10 @@ def test_each_example_applies_and_a_pruned_service_tears_down_consistently(sim, 
         assert "pruned" in out, out
         services -= 1
         deadline = time.monotonic() + 90
-        seen_stopping = False
         while True:  # every answer while it is torn down is consistent
             inst = _check(sim.status(), services)
-            seen_stopping |= bool(inst.get("stopping"))
+            # the service left `services` in the apply: its instances left `desired` with it
+            assert inst["desired"] == before["desired"] - count, (name, gone, before, inst)
             if not sim.instances(gone) and not inst.get("stopping"):
                 break
             assert time.monotonic() < deadline, f"{gone} not torn down: {inst}"
