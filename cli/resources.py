@@ -92,6 +92,9 @@ def diff(files: Files, values: ValuesOpt = None, set_: SetOpt = None, set_from_e
 def explain(target: Annotated[str, typer.Argument(help="Service or instance (tenant/name), or "
                                                     "`connection SRC DST:PORT/PROTO` / `service ID`.")],
             more: Annotated[list[str] | None, typer.Argument(help="The network explain's names.")] = None,
+            dataplane: Annotated[str | None, typer.Option(
+                "--dataplane", metavar="NODE", help="explain connection: also the entries NODE's kernel "
+                "relies on (read back by its agent) and whether they agree.")] = None,
             output: OutputOpt = "table", tenant: TenantOpt = "", context: ContextOpt = None,
             server: ServerOpt = None, token: TokenOpt = None) -> None:
     """Why a service runs where it does, why not elsewhere, and what blocks unplaced replicas;
@@ -104,8 +107,10 @@ def explain(target: Annotated[str, typer.Argument(help="Service or instance (ten
         if target not in KINDS:
             raise typer.BadParameter(
                 f"explain takes one name, or `connection SRC DST` / `service ID` (got {target!r})")
-        explain_network(target, more, output, tenant, context, server, token)
+        explain_network(target, more, output, tenant, context, server, token, dataplane)
         return
+    if dataplane:
+        raise typer.BadParameter("--dataplane NODE goes with `explain connection`", param_hint="--dataplane")
 
     with client(context, server, token) as api:
         answer = api.json("Explain", api_pb2.ExplainRequest(target=target, tenant=tenant))

@@ -115,3 +115,31 @@ def _policy(state: DataPlaneState, name: str, hits: dict[str, int] | None, dropp
                for src, port, proto in sorted(ingress.allowed)]
     return {"identity": name, "local_addresses": sorted(ingress.local_ips), "allowed": allowed,
             "dropped": dropped}
+
+
+def relied_on(plane: dict[str, Any], source: str, destination: str, port: int | None,
+              protocol: str) -> dict[str, Any]:
+    """The entries of one node's report (`report()`) its kernel relies on for a new connection from
+    identity `source` into `destination`'s instances on that node at `port`/`protocol`, and the
+    verdict they give — the lookup the planes make (memory.py `admits`): a destination with no
+    policy entry is open; a guarded one admits a source address of `source` on a tuple with that
+    port or port 0, and that protocol or `any`. No port asked: only any-port tuples match. Also
+    the VIPs whose backends are `destination`'s addresses, the way in through a service address."""
+    policy = next((p for p in plane.get("policies", []) if p["identity"] == destination), None)
+    sources = next((i["addresses"] for i in plane.get("identities", []) if i["identity"] == source), [])
+    targets = set(next((i["addresses"] for i in plane.get("identities", []) if i["identity"] == destination),
+                       policy["local_addresses"] if policy else []))
+    vips = [s for s in plane.get("services", []) if targets & {b["ip"] for b in s["backends"]}]
+    if policy is None:
+        return {"verdict": "allowed", "why": f"{destination} has no default-deny entry on this node (open)",
+                "source_addresses": sources, "destination": None, "tuples": [], "vips": vips}
+    tuples = [t for t in policy["allowed"] if t["source"] == source and t["port"] in (0, port or 0)
+              and t["protocol"] in ("any", protocol)]
+    if tuples and sources:
+        verdict, why = "allowed", f"{destination} is guarded here and a tuple from {source} matches"
+    elif tuples:
+        verdict, why = "denied", f"a tuple from {source} matches, but no address maps to {source} here"
+    else:
+        verdict, why = "denied", f"{destination} is guarded here and no tuple from {source} matches"
+    return {"verdict": verdict, "why": why, "source_addresses": sources, "tuples": tuples, "vips": vips,
+            "destination": {k: policy[k] for k in ("identity", "local_addresses", "dropped")}}

@@ -66,3 +66,34 @@ def test_json_is_the_report_and_without_the_flag_nothing_is_asked_of_the_plane(m
     assert json.loads(result.output)["dataplane"] == answer["dataplane"]
     CliRunner().invoke(app, ["node-inspect", "n1"])
     assert asked[-1] == ("NodeInspect", "n1", "")
+
+
+def test_explain_connection_with_the_kernel_entries(monkeypatch):
+    asked: list = []
+    answer = _reply(monkeypatch, asked)
+    logic = {"source": "shop/api", "destination": "shop/db", "port": 5432, "protocol": "tcp",
+             "verdict": "allowed", "lines": ["shop/api -> shop/db:5432/tcp: allowed", "  allowed by …"]}
+
+    class Api:
+        def json(self, call, request, timeout=None):
+            asked.append(call)
+            return logic if call == "ExplainNetwork" else answer
+
+    monkeypatch.setattr("ccattler.cli.netpolicy.client", lambda *a: contextlib.nullcontext(Api()))
+    result = CliRunner().invoke(app, ["explain", "connection", "shop/api", "shop/db:5432/tcp",
+                                      "--dataplane", "n1"])
+    assert result.exit_code == 0, result.output
+    assert asked == ["ExplainNetwork", "NodeInspect"]
+    assert "kernel on n1 (nftables): allowed" in result.output and "DIFFERS" not in result.output
+    assert "tuple shop/api port 5432/tcp hits -" in result.output  # nftables: no tuple counter
+    assert "guarded here: 10.78.1.4 (dropped 5)" in result.output
+    as_json = CliRunner().invoke(app, ["explain", "connection", "shop/api", "shop/db:5432/tcp",
+                                       "--dataplane", "n1", "-o", "json"])
+    kernel = json.loads(as_json.output)["dataplane"]
+    assert kernel["verdict"] == "allowed" and kernel["agrees"] and kernel["node"] == "n1"
+    logic["verdict"] = "denied"  # the rules say otherwise: the difference is shown
+    differs = CliRunner().invoke(app, ["explain", "connection", "shop/api", "shop/db:5432/tcp",
+                                       "--dataplane", "n1"])
+    assert "[DIFFERS from the rules]" in differs.output
+    wrong = CliRunner().invoke(app, ["explain", "default/web", "--dataplane", "n1"])
+    assert wrong.exit_code == 2 and "goes with" in wrong.output

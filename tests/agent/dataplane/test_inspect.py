@@ -85,3 +85,24 @@ def test_no_plane_yet_says_why():
     out = report(None, "nftables", note="no subnet yet")
     assert out["plane"] is None and out["note"] == "no subnet yet" and out["services"] == []
     assert all(m.startswith(NOT_AVAILABLE) for m in out["counters"].values())
+
+
+def test_relied_on_gives_the_kernel_verdict_and_its_entries():
+    from ccattler.agent.dataplane.inspect import relied_on
+
+    plane = Counted()
+    plane.apply(STATE)
+    out = report(plane, "ebpf")
+    allowed = relied_on(out, "shop/api", "shop/db", 5432, "tcp")
+    assert allowed["verdict"] == "allowed" and allowed["source_addresses"] == ["10.78.1.2", "10.78.2.9"]
+    assert allowed["tuples"] == [{"source": "shop/api", "port": 5432, "protocol": "tcp", "hits": 11}]
+    assert allowed["destination"] == {"identity": "shop/db", "local_addresses": ["10.78.1.4"], "dropped": 3}
+    assert relied_on(out, "shop/api", "shop/db", 80, "tcp")["verdict"] == "denied"  # another port
+    assert relied_on(out, "shop/api", "shop/db", 5432, "udp")["verdict"] == "denied"
+    # shop/web is allowed on any port and protocol, but no address maps to it on this node
+    unknown = relied_on(out, "shop/web", "shop/db", 22, "udp")
+    assert unknown["verdict"] == "denied" and "no address" in unknown["why"] and unknown["tuples"]
+    # an unguarded destination is open; the VIPs in front of its addresses are the way in
+    open_ = relied_on(out, "shop/db", "shop/api", 8080, "tcp")
+    assert open_["verdict"] == "allowed" and open_["destination"] is None
+    assert [v["frontend"] for v in open_["vips"]] == ["10.96.0.10:80/tcp"]
