@@ -122,6 +122,13 @@ def _inspect_dataplane(shell, web: list[dict], c: list[dict], vip: str, dataplan
     assert policy["dropped"] > 0  # a's probes to this node's web instance
     table = shell.cca("node-inspect", node, "--dataplane").stdout
     assert f"data plane {dataplane}" in table and vip in table and "default/c" in table, table
+    # explain connection --dataplane: the kernel's entries give the rules' verdict
+    for svc, expected in (("a", "denied"), ("c", "allowed")):
+        said = json.loads(shell.cca("explain", "connection", f"default/{svc}", "default/web:8080/tcp",
+                                    "--dataplane", node, "-o", "json").stdout)
+        kernel = said["dataplane"]
+        assert kernel["verdict"] == expected and kernel["agrees"] and kernel["plane"] == dataplane, kernel
+        assert bool(kernel["tuples"]) == (svc == "c"), kernel
 
 
 @pytest.mark.parametrize("dataplane", ["nftables", "ebpf"])
