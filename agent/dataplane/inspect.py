@@ -7,7 +7,8 @@ Counters, per plane (what `counters` in the report says, so a missing figure is 
     nftables  VIP and external port: new connections (element counters of the `services` and
               `nodeports` maps: the nat hooks see a connection's first packet only); refused (no
               ready backend): packets; dropped per guarded identity: packets (named counter
-              drop_<h>); allowed policy tuples: not available (the tuple sets have no counters)
+              drop_<h>); allowed policy tuple: new connections admitted (element counters of the
+              tuple sets; null for a table made before they had counters)
     ebpf      VIP: translations (connect()/unconnected sendmsg() through socket LB); allowed
               policy tuple: packets admitted; dropped per policed identity: packets; external
               port: new connections (the nftables plane beside it); refused: not available (an
@@ -36,7 +37,8 @@ COUNTERS: dict[str, dict[str, str]] = {
                  "external": "new connections (nodeports map element counters)",
                  "backends": f"{NOT_AVAILABLE}: the slots maps carry no counters",
                  "refused": "packets refused for want of a ready backend (counter refused)",
-                 "allowed": f"{NOT_AVAILABLE}: the nftables tuple sets carry no counters",
+                 "allowed": "new connections admitted (t_/p_/s_ set element counters: the guarded "
+                            "chain sees only packets not of an established flow)",
                  "dropped": "packets dropped per guarded identity (counter drop_<identity>)"},
     "ebpf": {"services": "socket LB translations (connect / unconnected sendmsg)",
              "external": "new connections (the nftables plane beside it: nodeports counters)",
@@ -111,7 +113,7 @@ def _frontend(front: Frontend, backends: tuple[Backend, ...], hits: int | None) 
 def _policy(state: DataPlaneState, name: str, hits: dict[str, int] | None, dropped: int | None) -> dict:
     ingress = state.policies[name]
     allowed = [{"source": src, "port": port, "protocol": proto,
-                "hits": None if hits is None else hits.get(tuple_label(src, name, port, proto), 0)}
+                "hits": None if hits is None else hits.get(tuple_label(src, name, port, proto))}
                for src, port, proto in sorted(ingress.allowed)]
     return {"identity": name, "local_addresses": sorted(ingress.local_ips), "allowed": allowed,
             "dropped": dropped}

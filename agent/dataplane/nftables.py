@@ -51,6 +51,7 @@ from ccattler.agent.dataplane.base import (
     Frontend,
     PolicyIngress,
 )
+from ccattler.agent.dataplane.inspect import tuple_label
 from ccattler.agent.dataplane.nft_service_table import (
     EXTERNAL,
     WIDE,
@@ -391,11 +392,14 @@ class NftablesDataPlane(DataPlane):
 
     def counters(self) -> dict[str, dict | int]:
         """New connections per VIP and per external port (element counters: the nat hooks see only
-        a connection's first packet), packets refused for want of a ready backend, and packets
-        dropped per guarded identity (the policy table's counters)."""
-        out: dict[str, dict | int] = {"services": {}, "external": {}, "refused": 0, "dropped": {}}
+        a connection's first packet), packets refused for want of a ready backend, and, from the
+        policy table, packets dropped per guarded identity and admitted per allowed tuple."""
+        out: dict[str, dict | int] = {"services": {}, "external": {}, "refused": 0, "dropped": {},
+                                      "policy": {}}
         try:
             out["dropped"] = self.policy.counters()
+            out["policy"] = {tuple_label(src, dst, port, proto): n for (dst, src, port, proto), n
+                             in self.policy.tuple_counters().items()}
         except (policy_nft.PolicyError, ServiceTableError):
             pass  # no policy table (yet)
         refused = self._listing("counter", "refused") or ""

@@ -55,7 +55,7 @@ def test_table_shows_entries_counters_and_what_is_not_counted(monkeypatch):
     assert "10.96.0.10:80/tcp" in out and "10.78.1.2:8080" in out and " 9" in out
     assert "(none: refused)" in out and "refused (no ready backend): 2" in out
     assert "shop/api" in out and "10.78.1.4" in out and "5432" in out
-    assert "allowed: not available" in out  # nftables tuple sets have no counters: said, not 0
+    assert "backends: not available" in out  # no per-backend counter: said, not 0
 
 
 def test_json_is_the_report_and_without_the_flag_nothing_is_asked_of_the_plane(monkeypatch):
@@ -85,7 +85,7 @@ def test_explain_connection_with_the_kernel_entries(monkeypatch):
     assert result.exit_code == 0, result.output
     assert asked == ["ExplainNetwork", "NodeInspect"]
     assert "kernel on n1 (nftables): allowed" in result.output and "DIFFERS" not in result.output
-    assert "tuple shop/api port 5432/tcp hits -" in result.output  # nftables: no tuple counter
+    assert "tuple shop/api port 5432/tcp hits -" in result.output  # not in this plane's counters
     assert "guarded here: 10.78.1.4 (dropped 5)" in result.output
     as_json = CliRunner().invoke(app, ["explain", "connection", "shop/api", "shop/db:5432/tcp",
                                        "--dataplane", "n1", "-o", "json"])
