@@ -35,9 +35,13 @@ def _reply(monkeypatch, asked: list):
     answer = {"node": "n1", "observed": {"address": "192.168.1.5"}, "condition": {"condition": "ready"},
               "runtime": {"runtime": "runc", "containers": []}, "dataplane": report(plane, "nftables")}
 
-    class Api:
+    class Api:  # the raw call, and the typed method main's client_calls.py has for it
         def json(self, call, request, timeout=None):
             asked.append((call, request.name, request.kind))
+            return answer
+
+        def node_inspect(self, node, dataplane=False, timeout=30):
+            asked.append(("NodeInspect", node, "dataplane" if dataplane else ""))
             return answer
 
     monkeypatch.setattr(top, "client", lambda *a: contextlib.nullcontext(Api()))
@@ -78,6 +82,12 @@ def test_explain_connection_with_the_kernel_entries(monkeypatch):
         def json(self, call, request, timeout=None):
             asked.append(call)
             return logic if call == "ExplainNetwork" else answer
+
+        def explain_network(self, kind, source, destination, tenant=""):
+            return self.json("ExplainNetwork", None)
+
+        def node_inspect(self, node, dataplane=False, timeout=30):
+            return self.json("NodeInspect", None)
 
     monkeypatch.setattr("ccattler.cli.netpolicy.client", lambda *a: contextlib.nullcontext(Api()))
     result = CliRunner().invoke(app, ["explain", "connection", "shop/api", "shop/db:5432/tcp",
