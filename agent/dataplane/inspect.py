@@ -73,8 +73,8 @@ def report(plane: DataPlane | None, kind: str, error: str | None = None,
     if plane is None:
         out["counters"] = dict.fromkeys(KINDS, f"{NOT_AVAILABLE}: nothing is programmed")
         return out
-    state = plane.programmed()
-    counts = _counters(plane)
+    read = getattr(plane, "inspect", None)  # both from one read of the kernel, where a plane can
+    state, counts = read() if callable(read) else (plane.programmed(), _counters(plane))
     out["counters"] = dict.fromkeys(KINDS, f"{NOT_AVAILABLE}: the {plane.name} plane keeps no counters")
     out["counters"].update(COUNTERS.get(plane.name, {}))
     meaning = {what: counted(m) for what, m in out["counters"].items()}

@@ -340,13 +340,18 @@ class PolicyTables:
         """Bridged (same-node) IPv4 traffic passes the inet forward hook (per network namespace)."""
         self._run(["sysctl", "-q", "-w", "net.bridge.bridge-nf-call-iptables=1"], None)
 
-    def programmed(self) -> Programmed | None:
-        """What the kernel's table holds (None: no table, or not this layout)."""
+    def listing(self) -> str | None:
+        """The table as `nft list table` prints it (None: no table)."""
         try:
-            text = self._run(["nft", "list", "table", "inet", self.table], None)
+            return self._run(["nft", "list", "table", "inet", self.table], None)
         except PolicyError:
             return None
-        return parse(text, self.gateway)
+
+    def programmed(self, text: str | None = None) -> Programmed | None:
+        """What the kernel's table holds (None: no table, or not this layout); `text`: a listing
+        already read (`listing()`)."""
+        text = self.listing() if text is None else text
+        return None if text is None else parse(text, self.gateway)
 
     def repair(self) -> None:
         """Forget what was programmed: the next apply reads the table back and repairs drift."""
@@ -403,13 +408,13 @@ class PolicyTables:
         self._run(["nft", "-f", "-"], f"table inet {self.table}\ndelete table inet {self.table}\n")
         self.state, self.numbers, self._known = PolicySet({}, {}), {}, False
 
-    def tuple_counters(self) -> dict[tuple[str, str, int, str], int]:
+    def tuple_counters(self, text: str | None = None) -> dict[tuple[str, str, int, str], int]:
         """Packets admitted per allowed (destination, source, port, protocol), from the element
         counters of the t_/p_/s_ sets (the guarded chain is reached only by packets not of an
         established flow: new connections' first packets). A tuple whose sets carry no counters
-        (a table made before they did) is left out. Raises PolicyError without a table."""
-        text = self._run(["nft", "list", "table", "inet", self.table], None)
-        found = parse(text, self.gateway)
+        (a table made before they did) is left out; no table, no tuples. `text`: a listing."""
+        text = self.listing() if text is None else text
+        found = None if text is None else parse(text, self.gateway)
         if found is None:
             return {}
         blocks = {name: body for kind, name, body in _BLOCK.findall(text) if kind == "set"}
@@ -430,17 +435,15 @@ class PolicyTables:
                                                  for e in elems)
         return out
 
-    def counters(self) -> dict[str, int]:
-        """Dropped packets per guarded identity (from the kernel)."""
-        out = self._run(["nft", "list", "counters", "table", "inet", self.table], None)
-        found, current = {}, None
-        for line in out.splitlines():
-            comment = re.search(r'comment "([^"]+)"', line)
-            if comment:
-                current = comment.group(1)
-            packets = re.search(r"packets (\d+)", line)
-            if packets and current:
-                found[current] = int(packets.group(1))
+    def counters(self, text: str | None = None) -> dict[str, int]:
+        """Dropped packets per guarded identity (its drop_<h> counter, named by its comment);
+        `text`: a listing already read. No table: none."""
+        text = self.listing() if text is None else text
+        found = {}
+        for kind, name, body in _BLOCK.findall(text or ""):
+            comment, packets = re.search(r'comment "([^"]+)"', body), re.search(r"packets (\d+)", body)
+            if kind == "counter" and name.startswith("drop_") and comment and packets:
+                found[comment.group(1)] = int(packets.group(1))
         return found
 
     def _cut_revoked(self, old: PolicySet, new: PolicySet) -> None:
