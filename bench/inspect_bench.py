@@ -6,7 +6,9 @@ counters) at N services with 2 backends each and 100 guarded identities with 10 
 
 Needs root and nft. Runs itself again inside a scratch network namespace (`--inner`), as an agent
 does in its node's namespace, and removes the namespace afterwards. Prints per size the median of
-`--rounds` reports and the report's size as JSON. NodeInspect waits 15 s for a node's answer.
+`--rounds` reports, the report's size as JSON, and the anchor in the same run: the same two tables
+listed by hand with `nft list table` (the nft command: what an operator would read without
+node-inspect, unparsed). NodeInspect waits 15 s for a node's answer.
 """
 
 from __future__ import annotations
@@ -49,7 +51,15 @@ def inner(sizes: list[int], rounds: int) -> dict:
                 times.append(time.perf_counter() - t)
                 size = len(json.dumps(found))
             assert len(found["services"]) == n and len(found["policies"]) == 100
-            out[n] = {"report_s_p50": round(statistics.median(times), 3), "json_bytes": size}
+            floor = []  # the anchor: the same two tables listed by hand with the nft command
+            for _ in range(rounds):
+                t = time.perf_counter()
+                subprocess.run(["nft", "list", "table", "ip", plane.table], check=True, capture_output=True)
+                subprocess.run(["nft", "list", "table", "inet", plane.policy.table], check=True,
+                               capture_output=True)
+                floor.append(time.perf_counter() - t)
+            out[n] = {"report_s_p50": round(statistics.median(times), 3),
+                      "nft_list_both_tables_s_p50": round(statistics.median(floor), 3), "json_bytes": size}
     finally:
         plane.teardown()
         subprocess.run(["ip", "link", "del", bridge], check=False)
