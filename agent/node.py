@@ -346,7 +346,11 @@ class NodeCore:
             if self.dataplane is None:
                 return report(None, self.dataplane_kind, self._dataplane_error,
                               note="the data plane is made with the node network (no subnet yet?)")
-            return report(self.dataplane, self.dataplane_kind, self._dataplane_error)
+            try:
+                return report(self.dataplane, self.dataplane_kind, self._dataplane_error)
+            except Exception as exc:  # noqa: BLE001 (nft and bpf() fail in many ways: say so, never hang)
+                return report(None, self.dataplane_kind, self._dataplane_error,
+                              note=f"reading the {self.dataplane.name} data plane back failed: {exc}")
 
     def _make_dataplane(self) -> DataPlane:
         assert self.network is not None

@@ -245,7 +245,7 @@ def status(store: Store) -> dict[str, Any]:
 
     leader = store.get("leader/runner")
     services = {f.key.removeprefix("desired/service/") for f in facts("desired/service/")}
-    wanted = set()  # (tenant, instance) of instances of desired services
+    wanted = set()  # "tenant/instance" of every instance of a desired service
     for f in facts("derived/instance/"):
         tenant, service, instance = (f.key.removeprefix("derived/instance/").split("/", 2) + ["", ""])[:3]
         if f"{tenant}/{service}" in services:
