@@ -142,7 +142,8 @@ class AgentLoop:
     def _open_tunnel(self) -> None:
         """The server wants a logs/exec session here: open the tunnel (it closes again when idle)."""
         if hasattr(self.client, "tunnel") and (self._tunnel is None or not self._tunnel.alive):
-            self._tunnel = AgentTunnel(self.client, self.core.runtime, linger=self.tunnel_linger)
+            self._tunnel = AgentTunnel(self.client, self.core.runtime, linger=self.tunnel_linger,
+                                       dataplane=getattr(self.core, "inspect_dataplane", None))
             self._tunnel.start(self._stop)
 
     def _reconcile_and_report(self) -> None:

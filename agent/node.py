@@ -377,11 +377,11 @@ class NodeCore:
             if rates is None:  # HAProxy not answering: its last samples stay and go stale
                 unread.add("gate")
             values.update({(svc, RPS): (rate, "gate") for svc, rate in (rates or {}).items()})
-        read_counters = getattr(self.dataplane, "counters", None)  # the in-memory plane keeps none
+        read_counters = getattr(self.dataplane, "connection_counters", None)  # the memory plane: none
         counted = counted_vips(facts, gated)
         if read_counters is not None and counted:  # listing the counters costs: only when asked
             try:
-                counters = read_counters().get("services") or {}
+                counters = read_counters()
             except (CcaError, OSError, ValueError) as exc:
                 log.warning("node %s: data-plane counters: %s", self.node, exc)
                 unread.add("dataplane")
@@ -432,6 +432,23 @@ class NodeCore:
             self._dataplane_error = str(exc)
         else:
             self._dataplane_error = None
+
+    def inspect_dataplane(self) -> dict[str, Any]:
+        """What this node's kernel enforces, read back now (`cca node-inspect NODE --dataplane`)."""
+        from ccattler.agent.dataplane.inspect import report
+
+        if not self.runtime.isolated_network:
+            return report(None, self.dataplane_kind, note=f"the {self.runtime.kind} runtime gives instances "
+                          "no network of their own: no data plane is programmed on this node")
+        with self._dataplane_lock:  # not while an apply is half sent
+            if self.dataplane is None:
+                return report(None, self.dataplane_kind, self._dataplane_error,
+                              note="the data plane is made with the node network (no subnet yet?)")
+            try:
+                return report(self.dataplane, self.dataplane_kind, self._dataplane_error)
+            except Exception as exc:  # noqa: BLE001 (nft and bpf() fail in many ways: say so, never hang)
+                return report(None, self.dataplane_kind, self._dataplane_error,
+                              note=f"reading the {self.dataplane.name} data plane back failed: {exc}")
 
     def _make_dataplane(self) -> DataPlane:
         assert self.network is not None

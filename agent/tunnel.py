@@ -1,6 +1,7 @@
 """The node end of the agent tunnel (`Agent.Tunnel`, engine/api/tunnel.py): keeps one stream to the
 API server open and serves the logs, exec and inspect sessions the server opens down it, from this node's
-runtime. Started by `AgentLoop.run`; reconnects after `retry` seconds when the stream breaks.
+runtime (and, for inspect with `dataplane`, its data plane read back from the kernel). Started by
+`AgentLoop.run`; reconnects after `retry` seconds when the stream breaks.
 """
 
 from __future__ import annotations
@@ -88,8 +89,9 @@ class AgentTunnel:
     session for that long, and is not reopened until the server asks again."""
 
     def __init__(self, client: Any, runtime: Runtime, *, retry: float = 1.0, poll: float = 0.2,
-                 linger: float | None = None) -> None:
+                 linger: float | None = None, dataplane: Callable[[], dict[str, Any]] | None = None) -> None:
         self.client, self.runtime, self.retry, self.poll = client, runtime, retry, poll
+        self.dataplane = dataplane  # NodeCore.inspect_dataplane: the kernel's state, read on request
         self.linger = linger
         self._call: Any = None
         self._sessions: dict[int, _Session] = {}
@@ -212,7 +214,12 @@ class AgentTunnel:
         return None
 
     def _inspect(self, session: _Session, request: dict[str, Any], out: Callable[[int, bytes], None]) -> None:
-        data = json.dumps(node_report(self.runtime)).encode()
+        found = node_report(self.runtime)
+        if request.get("dataplane"):
+            if self.dataplane is None:
+                raise CcaError("this agent has no data plane to inspect")
+            found["dataplane"] = self.dataplane()
+        data = json.dumps(found).encode()
         for start in range(0, len(data), CHUNK):
             out(1, data[start:start + CHUNK])
 

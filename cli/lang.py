@@ -40,12 +40,14 @@ def load(paths, values, sets, from_env):
 def fmt(
     files: Annotated[list[Path], typer.Argument(help=".cca files to format (- reads stdin).")],
     write: Annotated[bool, typer.Option("-w", "--write", help="Rewrite the files in place.")] = False,
-    check: Annotated[bool, typer.Option("--check", help="Exit 1 if not canonical.")] = False,
+    check: Annotated[bool, typer.Option("--check", help="Exit 1 if not canonical (a template: as "
+                                                        "rendered with its own values.ccv).")] = False,
 ) -> None:
-    """Print .cca files in canonical form (4-space indent, one field per line, comments kept)."""
+    """Print .cca files in canonical form (4-space indent, one field per line, comments kept).
+    A template is not rewritten; `--check` checks what it renders to with its own values."""
     from ccattler.dsl import DslError
     from ccattler.dsl.fmt import format_source
-    from ccattler.dsl.loading import read_text
+    from ccattler.dsl.loading import load_sources, read_text
     from ccattler.dsl.template import is_template
 
     failed = unformatted = False
@@ -53,10 +55,14 @@ def fmt(
         try:
             text = sys.stdin.read() if str(path) == "-" else read_text(path)
             if is_template(text):
-                print(f"{path}: a template ({{{{ }}}}) is not formatted; `cca render` it first",
-                      file=sys.stderr)
-                failed = True
-                continue
+                if not check or str(path) == "-":
+                    print(f"{path}: a template ({{{{ }}}}) is not formatted; `cca render` it first",
+                          file=sys.stderr)
+                    failed = True
+                    continue
+                # --check of a template: what it renders to with its own values must be canonical
+                (rendered,) = load_sources([path])
+                text = rendered.text
             pretty = format_source(text, str(path))
         except DslError as exc:
             print(str(exc), file=sys.stderr)

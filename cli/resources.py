@@ -92,6 +92,9 @@ def diff(files: Files, values: ValuesOpt = None, set_: SetOpt = None, set_from_e
 def explain(target: Annotated[str, typer.Argument(help="Service or instance (tenant/name), or "
                                                     "`connection SRC DST:PORT/PROTO` / `service ID`.")],
             more: Annotated[list[str] | None, typer.Argument(help="The network explain's names.")] = None,
+            dataplane: Annotated[str | None, typer.Option(
+                "--dataplane", metavar="NODE", help="explain connection: also the entries NODE's kernel "
+                "relies on (read back by its agent) and whether they agree.")] = None,
             output: OutputOpt = "table", tenant: TenantOpt = "", context: ContextOpt = None,
             server: ServerOpt = None, token: TokenOpt = None) -> None:
     """Why a service runs where it does, why not elsewhere, and what blocks unplaced replicas;
@@ -103,8 +106,10 @@ def explain(target: Annotated[str, typer.Argument(help="Service or instance (ten
         if target not in KINDS:
             raise typer.BadParameter(
                 f"explain takes one name, or `connection SRC DST` / `service ID` (got {target!r})")
-        explain_network(target, more, output, tenant, context, server, token)
+        explain_network(target, more, output, tenant, context, server, token, dataplane)
         return
+    if dataplane:
+        raise typer.BadParameter("--dataplane NODE goes with `explain connection`", param_hint="--dataplane")
 
     with client(context, server, token) as api:
         answer = api.explain(target, tenant)
@@ -226,7 +231,8 @@ def status(output: OutputOpt = "table", context: ContextOpt = None, server: Serv
     typer.echo(f"leader     {leader or 'none'}")
     typer.echo(f"services   {info['services']}")
     typer.echo(f"instances  {inst['running']} running / {inst['placed']} placed / {inst['desired']} desired"
-               + (f", {inst['failed']} failed" if inst["failed"] else ""))
+               + (f", {inst['failed']} failed" if inst["failed"] else "")
+               + (f", {inst['stopping']} stopping" if inst.get("stopping") else ""))
     typer.echo(f"nodes      {nodes['registered']} registered, {nodes['down']} down, "
                f"{nodes['draining']} draining")
     typer.echo(f"secrets    {info['secrets']}    policies {info['policies']}")

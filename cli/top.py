@@ -1,6 +1,7 @@
 """`cca top nodes|workloads [--tag k=v]` (usage the agents observe), `cca metric set SERVICE NAME
-VALUE` (inject a metric, e.g. for autoscaling tests) and `cca node-inspect NODE` (the node runtime's
-own view, asked through its agent's tunnel)."""
+VALUE` (inject a metric, e.g. for autoscaling tests) and `cca node-inspect NODE [--dataplane]` (the
+node runtime's own view and, with --dataplane, what its kernel enforces, asked through its agent's
+tunnel: the CLI never touches the node)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from ccattler.cli._common import (
     TokenOpt,
     client,
     emit,
+    fail,
     parse_tags,
     reports_errors,
 )
@@ -91,15 +93,20 @@ def metric_set(service: Annotated[str, typer.Argument(help="Service (tenant/name
 
 @reports_errors
 def node_inspect(node: Annotated[str, typer.Argument(help="Node name.")],
+                 dataplane: Annotated[bool, typer.Option(
+                     "--dataplane", help="Also what the node's kernel enforces: VIP → backends, "
+                     "identity → addresses, policy tuples, hit counters (read back by its agent).")] = False,
                  output: Annotated[str, typer.Option("--output", "-o", help="table or json.")] = "table",
                  context: ContextOpt = None, server: ServerOpt = None, token: TokenOpt = None) -> None:
     """What the node's runtime holds: containers, processes, usage, log sizes (asked live)."""
 
     with client(context, server, token) as api:
-        report = api.node_inspect(node)
+        report = api.node_inspect(node, dataplane=dataplane)
     if output == "json":
         print(json.dumps(report, indent=2, sort_keys=True))
         return
+    if output != "table":
+        raise fail(f"unknown output format {output!r}; expected table or json", 2)
     condition = (report.get("condition") or {}).get("condition", "unknown")
     print(f"node {node}: {condition}, runtime {report['runtime'].get('runtime')}, "
           f"address {(report.get('observed') or {}).get('address', '-')}")
@@ -108,6 +115,50 @@ def node_inspect(node: Annotated[str, typer.Argument(help="Node name.")],
           ("memory", lambda c: _mib((c["usage"] or {}).get("memory"))),
           ("pids", lambda c: (c["usage"] or {}).get("pids")), ("log", lambda c: _mib(c["log_bytes"])),
           ("reason", lambda c: c["reason"])], "table")
+    if dataplane:
+        print_dataplane(report["dataplane"])
+
+
+def _backends(entry: dict[str, Any]) -> str:
+    return ", ".join(f"{b['ip']}:{b['port']}" for b in entry["backends"]) or "(none: refused)"
+
+
+def print_dataplane(plane: dict[str, Any]) -> None:
+    """The data plane part of `cca node-inspect --dataplane`, one table per kind of entry."""
+    print(f"\ndata plane {plane.get('plane') or '-'} (asked: {plane.get('requested')})"
+          + (f"; last apply failed: {plane['error']}" if plane.get("error") else ""))
+    if plane.get("note"):
+        print(plane["note"])
+        return
+    for title, rows, columns in (
+            ("services", plane["services"], [("vip", lambda r: r["frontend"]), ("backends", _backends),
+                                            ("hits", lambda r: r["hits"])]),
+            ("external ports", plane["external"], [("port", lambda r: r["frontend"]),
+                                                   ("backends", _backends), ("hits", lambda r: r["hits"])]),
+            ("identities", plane["identities"], [("identity", lambda r: r["identity"]),
+                                                 ("addresses", lambda r: ", ".join(r["addresses"]))]),
+            ("policy (default deny)", [dict(t, identity=p["identity"]) for p in plane["policies"]
+                                       for t in p["allowed"] or [{"source": None, "port": None,
+                                                                  "protocol": None, "hits": None}]],
+             [("destination", lambda r: r["identity"]), ("source", lambda r: r["source"] or "(none allowed)"),
+              ("port", lambda r: "any" if r["port"] == 0 else r["port"]),
+              ("protocol", lambda r: r["protocol"]),
+              ("hits", lambda r: r["hits"])])):
+        print(f"\n{title}:")
+        if rows:
+            emit(rows, columns, "table")
+        else:
+            print("  (none)")
+    if plane["policies"]:
+        print("\ndropped:")
+        emit(plane["policies"], [("identity", lambda r: r["identity"]),
+                                 ("local addresses", lambda r: ", ".join(r["local_addresses"])),
+                                 ("dropped", lambda r: r["dropped"])], "table")
+    if plane.get("refused") is not None:
+        print(f"\nrefused (no ready backend): {plane['refused']}")
+    print("\ncounters:")
+    for what, meaning in plane["counters"].items():
+        print(f"  {what}: {meaning}")
 
 
 def register(app: typer.Typer) -> None:

@@ -21,6 +21,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from ccattler.agent.dataplane.base import Backend, DataPlane, DataPlaneState, Frontend, PolicyIngress
+from ccattler.agent.dataplane.inspect import service_label, tuple_label
 from ccattler.bpf import maps
 from ccattler.bpf.loader import NodePrograms
 from ccattler.bpf.syscall import Map
@@ -195,20 +196,28 @@ class EbpfDataPlane(DataPlane):
         return DataPlaneState(services=services, external=external,
                               identities={n: frozenset(a) for n, a in identities.items()}, policies=policies)
 
+    def connection_counters(self) -> dict[str, int]:
+        """Connect-time translations per VIP (`vip:port/proto`), the autoscaler's samples."""
+        return {service_label(Frontend(*maps.parse_svc_key(k))): maps.parse_svc_val(v)[2]
+                for k, v in self.maps["cca_services"].read_all().items()}
+
     def counters(self) -> dict[str, dict]:
-        """Hit counters for `cca node-inspect --dataplane`: connections per VIP, packets per policy
-        tuple, drops per default-deny identity."""
+        """Hit counters for `cca node-inspect --dataplane` (agent/dataplane/inspect.py): socket LB
+        translations per VIP, packets admitted per policy tuple, drops per default-deny identity,
+        and the nftables fallback's new connections per external port."""
         names = {i: n for n, i in self.ids.items()}
-        out: dict[str, dict] = {"services": {}, "policy": {}, "dropped": {}}
-        for k, v in self.maps["cca_services"].read_all().items():
-            vip, port, proto = maps.parse_svc_key(k)
-            out["services"][f"{vip}:{port}/{proto}"] = maps.parse_svc_val(v)[2]
+        out: dict[str, dict] = {"services": {}, "policy": {}, "dropped": {}, "external": {}}
+        out["services"] = self.connection_counters()
         for k, v in self.maps["cca_policy"].read_all().items():
             dst, src, port, proto = maps.parse_policy_key(k)
-            tuple_name = f"{names.get(src, src)} -> {names.get(dst, dst)}:{port}/{proto}"
-            out["policy"][tuple_name] = maps.parse_counter(v)
+            label = tuple_label(names.get(src, f"#{src}"), names.get(dst, f"#{dst}"), port, proto)
+            out["policy"][label] = maps.parse_counter(v)
         for k, v in self.maps["cca_policed"].read_all().items():
-            out["dropped"][names.get(maps.parse_identity_key(k), "?")] = maps.parse_counter(v)
+            number = maps.parse_identity_key(k)
+            out["dropped"][names.get(number, f"#{number}")] = maps.parse_counter(v)
+        fallback = getattr(self.fallback, "counters", None)  # external ports: the nftables beside
+        if callable(fallback):
+            out["external"] = fallback().get("external", {})
         return out
 
     def teardown(self) -> None:

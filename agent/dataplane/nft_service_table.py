@@ -1,6 +1,7 @@
 """The service table's text (`ip cca_svc_<bridge>`): its fixed layout, the element lines of a
-transaction, and the parser of a listing back into elements. agent/dataplane/nftables.py (the
-plane) decides what changes; this module only writes and reads the nft text of it.
+transaction, and the parsers of a listing back into elements and their counters.
+agent/dataplane/nftables.py (the plane) decides what changes; this module only writes and reads the
+nft text of it.
 """
 
 from __future__ import annotations
@@ -121,6 +122,23 @@ def parse(text: str, node_addresses: tuple[str, ...]) -> Kernel | None:
     kernel.hairpin = {a for a, b in _PAIR.findall(listed["hairpin"]) if a == b}
     kernel.node_addrs = set(_ADDR.findall(listed["node_addrs"].partition("elements")[2]))
     return kernel
+
+
+_SERVICE_HITS = re.compile(rf"{_IP} \. (tcp|udp) \. (\d+) counter packets (\d+)")
+_NODEPORT_HITS = re.compile(r"(tcp|udp) \. (\d+) counter packets (\d+)")
+_PACKETS = re.compile(r"packets (\d+)")
+
+
+def counted(text: str) -> dict[str, dict | int]:
+    """The element counters of a listed table: new connections per VIP (`vip:port/proto`) and per
+    external port (`*:port/proto`), and the packets of counter `refused`."""
+    blocks = {(kind, name): body for kind, name, body in _BLOCK.findall(text)}
+    refused = _PACKETS.search(blocks.get(("counter", "refused"), ""))
+    services, nodeports = blocks.get(("map", "services"), ""), blocks.get(("map", "nodeports"), "")
+    return {"services": {f"{ip}:{port}/{proto}": int(n)
+                         for ip, proto, port, n in _SERVICE_HITS.findall(services)},
+            "external": {f"*:{port}/{proto}": int(n) for proto, port, n in _NODEPORT_HITS.findall(nodeports)},
+            "refused": int(refused.group(1)) if refused else 0}
 
 
 class Ops:

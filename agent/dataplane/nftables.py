@@ -51,6 +51,7 @@ from ccattler.agent.dataplane.base import (
     Frontend,
     PolicyIngress,
 )
+from ccattler.agent.dataplane.inspect import tuple_label
 from ccattler.agent.dataplane.nft_service_table import (
     EXTERNAL,
     WIDE,
@@ -60,6 +61,7 @@ from ccattler.agent.dataplane.nft_service_table import (
     Ops,
     SvcKey,
     chain_for,
+    counted,
     ext_elem,
     parse,
     skeleton,
@@ -365,7 +367,28 @@ class NftablesDataPlane(DataPlane):
     def programmed(self) -> DataPlaneState:
         """What the kernel holds now: services and external ports (backends as address and port,
         sorted), identities and policies from the policy table."""
-        kernel = self._read_kernel() or Kernel()
+        return self._state(self._listing("table", ""), self.policy.listing())
+
+    def counters(self) -> dict[str, dict | int]:
+        """New connections per VIP and per external port (element counters: the nat hooks see only
+        a connection's first packet), packets refused for want of a ready backend, and, from the
+        policy table, packets dropped per guarded identity and admitted per allowed tuple."""
+        return self._counts(self._listing("table", ""), self.policy.listing())
+
+    def connection_counters(self) -> dict[str, int]:
+        """New connections per VIP (`vip:port/proto`) only: a listing of the services map, not the
+        whole table (the autoscaler's samples, agent/service_metrics.py, read it every 10 s)."""
+        text = self._listing("map", "services")
+        return counted(text)["services"] if text is not None else {}
+
+    def inspect(self) -> tuple[DataPlaneState, dict[str, dict | int]]:
+        """`programmed()` and `counters()` from one listing of each table (`cca node-inspect
+        --dataplane`): every `nft list` makes libnftables read the whole ruleset again."""
+        text, policy = self._listing("table", ""), self.policy.listing()
+        return self._state(text, policy), self._counts(text, policy)
+
+    def _state(self, text: str | None, policy: str | None) -> DataPlaneState:
+        kernel = (parse(text, self.node_addresses) if text is not None else None) or Kernel()
 
         def backends(chain: str, slots: dict[int, Addr]) -> tuple[Backend, ...]:
             count = 0 if chain == "refuse" else int(chain.rsplit("_", 1)[1])
@@ -376,39 +399,28 @@ class NftablesDataPlane(DataPlane):
                     for (ip, proto, port), c in kernel.services.items()}
         external = {Frontend("", port, proto): backends(c, kernel.ext_slots.get((proto, port), {}))
                     for (proto, port), c in kernel.nodeports.items()}
-        identities, policies = self._read_policy()
+        identities, policies = self._read_policy(policy)
         return DataPlaneState(services=services, external=external, identities=identities, policies=policies)
 
-    def _read_policy(self) -> tuple[dict[str, frozenset[str]], dict[str, PolicyIngress]]:
+    def _read_policy(self, text: str | None) -> tuple[dict[str, frozenset[str]], dict[str, PolicyIngress]]:
         """The policy table as the kernel holds it, through the policy module's own reader (one
         parser of its layout). Identities without addresses are left out (the table numbers every
         identity a rule names); a missing table or one of another layout reads as no policy."""
-        found = self.policy.programmed()
+        found = self.policy.programmed(text) if text is not None else None
         if found is None:
             return {}, {}
         identities = {n: a for n, a in found.state.identities.items() if a}
         return identities, dict(found.state.policies)
 
-    def counters(self) -> dict[str, dict | int]:
-        """New connections per VIP and per external port (element counters: the nat hooks see only
-        a connection's first packet), and connections refused for want of a ready backend."""
-        out: dict[str, dict | int] = {"services": {}, "external": {}, "refused": 0}
-        refused = self._listing("counter", "refused") or ""
-        out["refused"] = int(m.group(1)) if (m := re.search(r"packets (\d+)", refused)) else 0
-        for name in ("services", "nodeports"):
-            try:
-                listed = json.loads(self._run(["nft", "-j", "list", "map", "ip", self.table, name], None))
-            except (policy_nft.PolicyError, ServiceTableError, ValueError):
-                continue
-            body = next((o["map"] for o in listed.get("nftables", []) if "map" in o), None)
-            if body is None:
-                continue
-            for raw in body.get("elem", []):
-                key, packets = _counted_key(raw[0])
-                if body["name"] == "services":
-                    out["services"][f"{key[0]}:{key[2]}/{key[1]}"] = packets
-                else:
-                    out["external"][f"*:{key[1]}/{key[0]}"] = packets
+    def _counts(self, text: str | None, policy: str | None) -> dict[str, dict | int]:
+        out: dict[str, dict | int] = {"services": {}, "external": {}, "refused": 0, "dropped": {},
+                                      "policy": {}}
+        if text is not None:
+            out.update(counted(text))
+        if policy is not None:
+            out["dropped"] = self.policy.counters(policy)
+            out["policy"] = {tuple_label(src, dst, port, proto): n for (dst, src, port, proto), n
+                             in self.policy.tuple_counters(policy).items()}
         return out
 
     def teardown(self) -> None:
@@ -495,13 +507,3 @@ def _validated(kind: str, front: Frontend, backends: Iterable[Backend]) -> tuple
         if not isinstance(port, int) or not 0 < port < 65536:
             raise InvalidServiceState(f"{where}: backend {ip}:{port} port out of range")
     return _key(kind, front), addrs[:WIDE]
-
-
-def _counted_key(raw) -> tuple[list, int]:
-    packets = 0
-    if isinstance(raw, dict) and "elem" in raw:
-        packets = raw["elem"].get("counter", {}).get("packets", 0)
-        raw = raw["elem"]["val"]
-    if isinstance(raw, dict) and "concat" in raw:
-        return raw["concat"], packets
-    return [raw], packets

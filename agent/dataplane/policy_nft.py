@@ -12,6 +12,8 @@ libnftables re-read a table of thousands of rules (one rule per tuple cost ~0.7 
     set t_<h>       { type mark . inet_proto . inet_service }   allowed (source, protocol, port)
     set p_<h>       { type mark . inet_proto }                   allowed (source, protocol), any port
     set s_<h>       { type mark }                                allowed source, any port and protocol
+                    (each with `counter`: per element, the new connections it admitted — the chain
+                    sees no packet of an established flow; `tuple_counters()` reads them)
     chain d_<h>     fixed: mark := source number, accept on a hit in t/p/s, else `counter drop`
     chain forward   hook forward: established/related accept, the bridge gateway (host, node-local
                     DNS) accept, then `ip daddr vmap @guarded`; everything else is left alone
@@ -59,6 +61,9 @@ _IP = r"(\d+\.\d+\.\d+\.\d+)"
 _NUM = r"(0x[0-9a-f]+|\d+)"
 _BLOCK = re.compile(r"^\t(map|set|chain|counter) (\w+) \{\n(.*?)^\t\}", re.M | re.S)
 _FORWARD_HOOK = "type filter hook forward priority filter - 5; policy accept;"
+_COUNTED = re.compile(r" counter packets (\d+) bytes \d+")
+_ELEMENT = re.compile(r"(?P<elem>(?:0x[0-9a-f]+|\d+)(?: \. \w+)*)"
+                      r"(?: counter packets (?P<packets>\d+) bytes \d+)?")  # a listed set element
 
 
 class PolicyError(RuntimeError):
@@ -168,7 +173,7 @@ def _destination(table: str, destination: str, ingress: PolicyIngress,
     out = [f"add counter inet {table} drop_{h} {{ comment \"{destination}\"; }}"]
     for kind, elements in _elements(ingress.allowed, numbers).items():
         listed = f" elements = {{ {', '.join(sorted(elements))} }};" if elements else ""
-        out.append(f"add set inet {table} {kind}_{h} {{ type {_SET_TYPES[kind]};{listed} }}")
+        out.append(f"add set inet {table} {kind}_{h} {{ type {_SET_TYPES[kind]}; counter;{listed} }}")
     out.append(f"add chain inet {table} d_{h}")
     out += [f"add rule inet {table} d_{h} {rule}" for rule in _fixed_rules(h)]
     return out
@@ -253,6 +258,12 @@ def render_delta(table: str, old: PolicySet, new: PolicySet, old_numbers: Mappin
     return "\n".join(out) + "\n" if out else ""
 
 
+def _plain(element: str) -> str:
+    """A listed element as `_elements` writes it (marks as decimal: nft lists them in hex)."""
+    first, sep, rest = element.partition(" . ")
+    return str(int(first, 0)) + sep + rest
+
+
 def _listed_rules(body: str) -> list[str]:
     return [line.strip() for line in body.splitlines() if line.strip()]
 
@@ -263,7 +274,7 @@ def parse(text: str, gateway: str | None) -> Programmed | None:
     blocks = {(kind, name): body for kind, name, body in _BLOCK.findall(text)}
 
     def elements(kind: str, name: str) -> str:
-        return blocks.get((kind, name), "").partition("elements = ")[2]
+        return _COUNTED.sub("", blocks.get((kind, name), "").partition("elements = ")[2])
 
     fixed = {("set", "names"), ("map", "ipcache"), ("map", "guarded"), ("chain", "forward")}
     if not fixed <= set(blocks):
@@ -329,13 +340,18 @@ class PolicyTables:
         """Bridged (same-node) IPv4 traffic passes the inet forward hook (per network namespace)."""
         self._run(["sysctl", "-q", "-w", "net.bridge.bridge-nf-call-iptables=1"], None)
 
-    def programmed(self) -> Programmed | None:
-        """What the kernel's table holds (None: no table, or not this layout)."""
+    def listing(self) -> str | None:
+        """The table as `nft list table` prints it (None: no table)."""
         try:
-            text = self._run(["nft", "list", "table", "inet", self.table], None)
+            return self._run(["nft", "list", "table", "inet", self.table], None)
         except PolicyError:
             return None
-        return parse(text, self.gateway)
+
+    def programmed(self, text: str | None = None) -> Programmed | None:
+        """What the kernel's table holds (None: no table, or not this layout); `text`: a listing
+        already read (`listing()`)."""
+        text = self.listing() if text is None else text
+        return None if text is None else parse(text, self.gateway)
 
     def repair(self) -> None:
         """Forget what was programmed: the next apply reads the table back and repairs drift."""
@@ -392,17 +408,42 @@ class PolicyTables:
         self._run(["nft", "-f", "-"], f"table inet {self.table}\ndelete table inet {self.table}\n")
         self.state, self.numbers, self._known = PolicySet({}, {}), {}, False
 
-    def counters(self) -> dict[str, int]:
-        """Dropped packets per guarded identity (from the kernel)."""
-        out = self._run(["nft", "list", "counters", "table", "inet", self.table], None)
-        found, current = {}, None
-        for line in out.splitlines():
-            comment = re.search(r'comment "([^"]+)"', line)
-            if comment:
-                current = comment.group(1)
-            packets = re.search(r"packets (\d+)", line)
-            if packets and current:
-                found[current] = int(packets.group(1))
+    def tuple_counters(self, text: str | None = None) -> dict[tuple[str, str, int, str], int]:
+        """Packets admitted per allowed (destination, source, port, protocol), from the element
+        counters of the t_/p_/s_ sets (the guarded chain is reached only by packets not of an
+        established flow: new connections' first packets). A tuple whose sets carry no counters
+        (a table made before they did) is left out; no table, no tuples. `text`: a listing."""
+        text = self.listing() if text is None else text
+        found = None if text is None else parse(text, self.gateway)
+        if found is None:
+            return {}
+        blocks = {name: body for kind, name, body in _BLOCK.findall(text) if kind == "set"}
+        out: dict[tuple[str, str, int, str], int] = {}
+        for destination, ingress in found.state.policies.items():
+            h = _h(destination)
+            counted: dict[str, dict[str, int]] = {}
+            for kind in _SET_TYPES:
+                body = blocks.get(f"{kind}_{h}", "")
+                if "\t\tcounter\n" not in body:
+                    continue
+                listed = body.partition("elements = {")[2]
+                counted[kind] = {_plain(m["elem"]): int(m["packets"] or 0) for m in _ELEMENT.finditer(listed)}
+            for t in ingress.allowed:
+                elements = _elements([t], found.numbers)
+                if all(kind in counted for kind, elems in elements.items() if elems):
+                    out[(destination, *t)] = sum(counted[kind].get(e, 0) for kind, elems in elements.items()
+                                                 for e in elems)
+        return out
+
+    def counters(self, text: str | None = None) -> dict[str, int]:
+        """Dropped packets per guarded identity (its drop_<h> counter, named by its comment);
+        `text`: a listing already read. No table: none."""
+        text = self.listing() if text is None else text
+        found = {}
+        for kind, name, body in _BLOCK.findall(text or ""):
+            comment, packets = re.search(r'comment "([^"]+)"', body), re.search(r"packets (\d+)", body)
+            if kind == "counter" and name.startswith("drop_") and comment and packets:
+                found[comment.group(1)] = int(packets.group(1))
         return found
 
     def _cut_revoked(self, old: PolicySet, new: PolicySet) -> None:

@@ -61,8 +61,10 @@ class ClusterCalls:
         """`drain`, `disable` or `enable` (which removes the intent) a node."""
         return self.json("NodeIntent", api_pb2.NodeIntentRequest(node=node, intent=intent))
 
-    def node_inspect(self, node: str, timeout: float = 30) -> dict[str, Any]:
-        return self.json("NodeInspect", api_pb2.GetRequest(name=node), timeout=timeout)
+    def node_inspect(self, node: str, dataplane: bool = False, timeout: float = 30) -> dict[str, Any]:
+        """What the node's runtime holds, or (`dataplane`) what its kernel's data plane enforces."""
+        return self.json("NodeInspect", api_pb2.GetRequest(name=node, kind="dataplane" if dataplane else ""),
+                         timeout=timeout)
 
     # Operator policies.
 

@@ -236,27 +236,43 @@ def documents(store: Store, kind: str, tenant: str | None, tags: Mapping[str, st
 
 
 def status(store: Store) -> dict[str, Any]:
-    """Counts and the runner leader: what `cca status` shows."""
+    """Counts and the runner leader: what `cca status` shows, all from one revision.
+
+    Instances are counted against the services that are still desired, so a pruned or deleted
+    service's instances leave `desired`, `placed` and `running` together, in the same answer as
+    the service leaves `services`: until they are gone from their nodes they count as `stopping`
+    (observed there, no longer desired — also an instance a rolling update replaced). So in every
+    answer running ≤ placed ≤ desired, and nothing is counted as both running and removed."""
     revision = store.revision()
 
-    def count(prefix: str) -> int:
-        return len(store.range(prefix, revision)[0])
+    def facts(prefix: str) -> list[Any]:
+        return store.range(prefix, revision)[0]
 
     leader = store.get("leader/runner")
-    placed = sum(1 for f in store.range("derived/placement/", revision)[0] if f.value.get("node"))
-    conditions = [f.value.get("condition") for f in store.range("derived/node/", revision)[0]]
-    observed = [f.value.get("state") for f in store.range("observed/instance/", revision)[0]]
+    services = {f.key.removeprefix("desired/service/") for f in facts("desired/service/")}
+    wanted = set()  # "tenant/instance" of every instance of a desired service
+    for f in facts("derived/instance/"):
+        tenant, service, instance = (f.key.removeprefix("derived/instance/").split("/", 2) + ["", ""])[:3]
+        if f"{tenant}/{service}" in services:
+            wanted.add(f"{tenant}/{instance}")
+    placed = sum(1 for f in facts("derived/placement/")
+                 if f.value.get("node") and f.key.removeprefix("derived/placement/") in wanted)
+    states = [(f.key.removeprefix("observed/instance/") in wanted, f.value.get("state"))
+              for f in facts("observed/instance/")]
+    conditions = [f.value.get("condition") for f in facts("derived/node/")]
     return {
         "revision": revision,
         "store": store.url.split("://")[0],
         "leader": leader.value if leader else None,
-        "services": count("desired/service/"),
-        "instances": {"desired": count("derived/instance/"), "placed": placed,
-                      "running": observed.count("running"), "failed": observed.count("failed")},
-        "nodes": {"registered": count("observed/node/"), "down": conditions.count("down"),
+        "services": len(services),
+        "instances": {"desired": len(wanted), "placed": placed,
+                      "running": sum(1 for ours, state in states if ours and state == "running"),
+                      "failed": sum(1 for ours, state in states if ours and state == "failed"),
+                      "stopping": sum(1 for ours, _ in states if not ours)},
+        "nodes": {"registered": len(facts("observed/node/")), "down": conditions.count("down"),
                   "draining": conditions.count("draining")},
-        "secrets": count("secret/"),
-        "policies": count("desired/policy/") + count("desired/lp/"),
+        "secrets": len(facts("secret/")),
+        "policies": len(facts("desired/policy/")) + len(facts("desired/lp/")),
     }
 
 

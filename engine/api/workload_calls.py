@@ -21,6 +21,7 @@ from ccattler.engine.facts.keys import DESIRED_SERVICES, METRICS, NODE_CONDITION
 from ccattler.engine.store import Store
 
 INSPECT_TIMEOUT = 15.0
+DATAPLANE = "dataplane"  # NodeInspect's GetRequest.kind: the node's data plane too (read back by its agent)
 
 
 def _tenant(request: Any) -> str:
@@ -106,7 +107,10 @@ class WorkloadCalls:
         condition = self.store.get(f"{NODE_CONDITIONS}{node}") if node else None
         if observed is None and condition is None:
             raise NotFound(f"node {node!r} is not known (cca get nodes)")
-        session = self.tunnels.open(node, "inspect", {}, node)
+        if request.kind not in ("", DATAPLANE):
+            raise BadRequest(f"node-inspect asks for the runtime, or kind {DATAPLANE!r} for its data plane "
+                             f"too (not {request.kind!r})")
+        session = self.tunnels.open(node, "inspect", {"dataplane": request.kind == DATAPLANE}, node)
         data, deadline = b"", time.monotonic() + INSPECT_TIMEOUT
         try:
             while True:
@@ -121,6 +125,12 @@ class WorkloadCalls:
                     break
         finally:
             session.cancel()
+        runtime = json.loads(data or b"{}")
+        extra = {}
+        if request.kind == DATAPLANE:
+            if "dataplane" not in runtime:
+                raise CcaError(f"node {node}'s agent did not report its data plane (an older agent?)")
+            extra["dataplane"] = runtime.pop("dataplane")
         return api_pb2.Json(json=json.dumps({
             "node": node, "observed": observed.value if observed else None,
-            "condition": condition.value if condition else None, "runtime": json.loads(data or b"{}")}))
+            "condition": condition.value if condition else None, "runtime": runtime, **extra}))

@@ -66,3 +66,21 @@ def test_admit_puts_a_new_address_under_its_identitys_policy(core: NodeCore) -> 
     assert "10.88.3.3" in core.dataplane.state.policies["t/db"].local_ips
     assert not core.dataplane.admits("10.88.9.9", "10.88.3.3", 5432, "tcp")
     core._admit(InstanceSpec("t", "web-1", "t/web", "busybox", ip="10.88.3.4"))  # open: nothing to do
+
+
+def test_inspect_dataplane_says_why_when_the_read_back_fails(tmp_path):
+    """`cca node-inspect --dataplane` never hangs on a failing kernel read: the report says why."""
+    from ccattler.agent.dataplane.memory import MemoryDataPlane
+    from ccattler.agent.node import NodeCore
+
+    class Broken(MemoryDataPlane):
+        def programmed(self):
+            raise RuntimeError("nft list failed: Operation not permitted")
+
+    class Runtime:  # an isolated runtime: its node programs a data plane (made here by hand)
+        kind, isolated_network = "runc", True
+
+    core = NodeCore("n1", Runtime(), state_dir=tmp_path)  # type: ignore[arg-type]
+    core.dataplane = Broken()
+    out = core.inspect_dataplane()
+    assert out["plane"] is None and "Operation not permitted" in out["note"]

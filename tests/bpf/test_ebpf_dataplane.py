@@ -131,6 +131,7 @@ def test_socket_lb_balances_shows_vip_and_refuses_empty(plane):
         assert counts == {"127.0.0.3": 200}
         assert set(dp.programmed().services) == {VIP}
         assert dp.counters()["services"]["10.96.77.1:80/tcp"] >= 400
+        assert dp.connection_counters() == dp.counters()["services"]  # the autoscaler's read
     finally:
         a.close()
         b.close()
@@ -238,5 +239,59 @@ def test_ingress_policy_allows_denies_and_revocation_cuts(plane):
         dp.apply(DataPlaneState(identities=identities))
         assert _connect_from("127.0.0.6", port) is not None
     finally:
+        server.kill()
+        server.wait()
+
+
+def test_inspect_reads_the_maps_with_their_counters(plane):
+    """`cca node-inspect --dataplane`'s report (agent/dataplane/inspect.py) over the pinned maps:
+    VIP → backends with its translation count, identities, policy tuples with admitted packets,
+    drops per policed identity."""
+    from ccattler.agent.dataplane.inspect import NOT_AVAILABLE, report
+
+    a = Listener("127.0.0.2")
+    dp = plane()
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.4", 0))
+        port = probe.getsockname()[1]
+    server = subprocess.Popen([sys.executable, "-c",
+                               f"import os, socket\nopen({str(dp.programs.cgroup / 'cgroup.procs')!r}, 'w')"
+                               ".write(str(os.getpid()))\n" + SERVE_ONE.format(port=port)],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert server.stdout.readline().strip() == "ready"
+        identities = {"payments/db": frozenset({"127.0.0.4"}), "frontend/web": frozenset({"127.0.0.5"}),
+                      "frontend/other": frozenset({"127.0.0.6"})}
+        policy = PolicyIngress("payments/db", frozenset({"127.0.0.4"}),
+                               frozenset({("frontend/web", port, "tcp")}))
+        dp.apply(DataPlaneState(services={VIP: (Backend(a.ip, a.port),), EMPTY: ()}, identities=identities,
+                                policies={"payments/db": policy}))
+        three = "for _ in range(3):\n    socket.create_connection(('10.96.77.1', 80), timeout=3).close()\n"
+        connects = _in_cgroup(dp, three)
+        assert connects.returncode == 0, connects.stderr
+        live = _connect_from("127.0.0.5", port)
+        assert live is not None
+        live.close()
+        assert _connect_from("127.0.0.6", port, timeout=0.5) is None
+
+        out = report(dp, "ebpf")
+        assert out["plane"] == "ebpf"
+        services = {s["frontend"]: s for s in out["services"]}
+        assert services["10.96.77.1:80/tcp"]["backends"] == [{"ip": a.ip, "port": a.port}]
+        assert services["10.96.77.1:80/tcp"]["hits"] == 3  # one translation per connect()
+        assert services["10.96.77.2:80/tcp"] == {"frontend": "10.96.77.2:80/tcp", "vip": "10.96.77.2",
+                                                 "port": 80, "protocol": "tcp", "backends": [], "hits": 0}
+        assert {i["identity"]: i["addresses"] for i in out["identities"]} == {
+            n: sorted(ips) for n, ips in identities.items()}
+        [entry] = out["policies"]
+        assert entry["identity"] == "payments/db" and entry["local_addresses"] == ["127.0.0.4"]
+        [allowed] = entry["allowed"]
+        assert (allowed["source"], allowed["port"], allowed["protocol"]) == ("frontend/web", port, "tcp")
+        assert allowed["hits"] >= 2  # packets admitted: the handshake's ACK and the data at least
+        assert entry["dropped"] >= 1
+        assert out["counters"]["refused"].startswith(NOT_AVAILABLE)
+        assert not out["counters"]["allowed"].startswith(NOT_AVAILABLE)
+    finally:
+        a.close()
         server.kill()
         server.wait()

@@ -98,6 +98,39 @@ def _running(shell, service: str) -> list[dict]:
             and i["state"] == "running" and i.get("ip")]
 
 
+def _inspect_dataplane(shell, web: list[dict], c: list[dict], vip: str, dataplane: str) -> None:
+    """`cca node-inspect NODE --dataplane`: the node's agent reads its kernel back — the VIP with
+    all three backends, web's identity and addresses, the allowed tuple from c, hit counters."""
+    node = c[0]["node"]
+    report = json.loads(shell.cca("node-inspect", node, "--dataplane", "-o", "json").stdout)["dataplane"]
+    assert report["plane"] == dataplane and report["error"] is None, report
+    [entry] = [s for s in report["services"] if s.get("vip") == vip]
+    assert sorted(b["ip"] for b in entry["backends"]) == sorted(i["ip"] for i in web)
+    assert entry["hits"] > 0, entry  # c[0]'s requests above went through this node's VIP
+    identities = {i["identity"]: set(i["addresses"]) for i in report["identities"]}
+    assert identities["default/web"] == {i["ip"] for i in web}
+    assert {i["ip"] for i in c} <= identities["default/c"]
+    [policy] = [p for p in report["policies"] if p["identity"] == "default/web"]
+    local = sorted(i["ip"] for i in web if i["node"] == node)
+    if dataplane == "nftables":
+        assert policy["local_addresses"] == local
+    else:  # the BPF maps keep no locality: the ingress program sees only this node's sockets anyway
+        assert set(policy["local_addresses"]) >= set(local)
+    tuples = {(t["source"], t["port"], t["protocol"]) for t in policy["allowed"]}
+    # `allow … port 8080` names no protocol: tcp and udp
+    assert ("default/c", 8080, "any") in tuples and "default/a" not in {t[0] for t in tuples}, tuples
+    assert policy["dropped"] > 0  # a's probes to this node's web instance
+    table = shell.cca("node-inspect", node, "--dataplane").stdout
+    assert f"data plane {dataplane}" in table and vip in table and "default/c" in table, table
+    # explain connection --dataplane: the kernel's entries give the rules' verdict
+    for svc, expected in (("a", "denied"), ("c", "allowed")):
+        said = json.loads(shell.cca("explain", "connection", f"default/{svc}", "default/web:8080/tcp",
+                                    "--dataplane", node, "-o", "json").stdout)
+        kernel = said["dataplane"]
+        assert kernel["verdict"] == expected and kernel["agrees"] and kernel["plane"] == dataplane, kernel
+        assert bool(kernel["tuples"]) == (svc == "c"), kernel
+
+
 @pytest.mark.parametrize("dataplane", ["nftables", "ebpf"])
 def test_vip_balances_across_nodes_and_policy_matrix_holds(three_nodes, tmp_path, wait, dataplane) -> None:
     shell = three_nodes.shell
@@ -141,6 +174,8 @@ def test_vip_balances_across_nodes_and_policy_matrix_holds(three_nodes, tmp_path
         said = json.loads(shell.cca("explain", "connection", f"default/{svc}", "default/web:8080/tcp",
                                     "-o", "json").stdout)
         assert said["verdict"] == expected, said
+
+    _inspect_dataplane(shell, web, c, vip, dataplane)
 
     # scale down: once the endpoint update is in, no request reaches the stopped backend
     smaller = CLUSTER.replace("instances 3\n    expose", "instances 2\n    expose")

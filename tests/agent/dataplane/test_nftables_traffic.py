@@ -205,3 +205,42 @@ def test_a_removed_udp_backend_loses_its_flows(cluster):
     assert ask() == "r1"
     cluster.plane.apply(DataPlaneState(services={Frontend(VIP, 53, "udp"): (C2,)}))
     assert ask() == "c2"  # r1 is still up: only the deleted conntrack entry sends this to c2
+
+
+def test_inspect_reads_the_kernel_with_its_counters(cluster):
+    """`cca node-inspect --dataplane`'s report (agent/dataplane/inspect.py) on the real table:
+    VIP → backends, identities, policy tuples, and the element/drop counters after real traffic."""
+    from ccattler.agent.dataplane.inspect import NOT_AVAILABLE, report
+
+    cluster.plane.apply(DataPlaneState(
+        services={Frontend(VIP, 80): (C1,), Frontend("10.96.0.11", 80): ()},
+        external={Frontend("", 443): (C2,)},
+        identities={"shop/db": frozenset({"10.79.1.2"}), "shop/api": frozenset({"10.79.1.4"}),
+                    "shop/other": frozenset({"10.79.1.3"})},
+        policies={"shop/db": PolicyIngress("shop/db", frozenset({"10.79.1.2"}),
+                                           frozenset({("shop/api", 8080, "tcp")}))}))
+    assert cluster.connect("cl", VIP, n=3) == ["c1 10.79.1.4"] * 3
+    assert cluster.connect("c2", VIP)[0].startswith("TimeoutError")  # dropped by shop/db's policy
+    assert cluster.connect("cl", "10.96.0.11")[0].startswith("ConnectionRefusedError")
+    out = report(cluster.plane, "nftables")
+    assert out["plane"] == "nftables"
+    services = {s["frontend"]: s for s in out["services"]}
+    assert services[f"{VIP}:80/tcp"]["backends"] == [{"ip": "10.79.1.2", "port": 8080}]
+    # new connections: the nat hook sees each once (a dropped SYN is never confirmed: its retries
+    # count again, so c2 adds one or more)
+    assert services[f"{VIP}:80/tcp"]["hits"] >= 4
+    connections = cluster.plane.connection_counters()  # the autoscaler's read: the services map only
+    assert connections[f"{VIP}:80/tcp"] == services[f"{VIP}:80/tcp"]["hits"]
+    assert services["10.96.0.11:80/tcp"]["backends"] == [] and out["refused"] >= 1
+    assert out["external"] == [{"frontend": "*:443/tcp", "port": 443, "protocol": "tcp",
+                                "backends": [{"ip": "10.79.1.3", "port": 8080}], "hits": 0}]
+    assert {i["identity"]: i["addresses"] for i in out["identities"]} == {
+        "shop/db": ["10.79.1.2"], "shop/api": ["10.79.1.4"], "shop/other": ["10.79.1.3"]}
+    [policy] = out["policies"]
+    assert policy["identity"] == "shop/db" and policy["local_addresses"] == ["10.79.1.2"]
+    # the tuple's element counter: new connections admitted (the guarded chain sees only packets not
+    # of an established flow: the 3 SYNs from the client)
+    assert policy["allowed"] == [{"source": "shop/api", "port": 8080, "protocol": "tcp", "hits": 3}]
+    assert policy["dropped"] >= 1  # c2's SYN (and its retries)
+    assert not out["counters"]["allowed"].startswith(NOT_AVAILABLE)
+    assert out["counters"]["backends"].startswith(NOT_AVAILABLE)

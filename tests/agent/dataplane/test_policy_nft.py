@@ -313,3 +313,21 @@ def test_only_a_change_that_takes_something_away_lists_conntrack():
     tables.apply(identities | {"shop/web": frozenset({"10.77.1.5"})},
                  _policy(("shop/web", 80, "tcp"))[1])  # api revoked
     assert calls == [["nft", "-f"], ["conntrack", "-L"]]
+
+
+def test_tuple_counters_count_admitted_connections_per_tuple(node):
+    """Element counters of the t_/p_/s_ sets (`cca node-inspect --dataplane`'s allowed hits): a
+    tuple allowed for any protocol sums its tcp and udp elements, any-port tuples are counted too,
+    and a table whose sets have no counters (made before they had) reports no tuple at all."""
+    ns, tables, _ = node
+    allowed = {("shop/api", 5432, "any"), ("shop/other", 0, "tcp")}
+    tables.apply(*state(allowed))
+    assert connects(ns["a"]) and connects(ns["a"]) and connects(ns["x"])
+    counted = tables.tuple_counters()
+    assert counted == {("shop/db", "shop/api", 5432, "any"): 2, ("shop/db", "shop/other", 0, "tcp"): 1}
+    assert tables.programmed().state.policies["shop/db"].allowed == allowed  # the reader ignores counters
+    # the same layout without counters (an older table): read back as before, no tuple counted
+    script = render(tables.table, tables.gateway, tables.state, tables.numbers).replace(" counter;", "")
+    tables._run(["nft", "-f", "-"], script)
+    assert tables.programmed().state.policies["shop/db"].allowed == allowed
+    assert tables.tuple_counters() == {}

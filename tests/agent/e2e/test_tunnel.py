@@ -174,6 +174,20 @@ def test_node_inspect_and_top(cluster) -> None:
         admin.json("NodeInspect", api_pb2.GetRequest(name="nope"))
 
 
+def test_node_inspect_dataplane_is_read_by_the_agent(cluster) -> None:
+    """NodeInspect kind "dataplane": the node's agent reads its own data plane back (nftables here:
+    no services or policy in this slice, so its tables are empty but named)."""
+    admin, _ = cluster
+    report = admin.json("NodeInspect", api_pb2.GetRequest(name="n1", kind="dataplane"))
+    plane = report["dataplane"]
+    assert plane["plane"] == "nftables" and plane["requested"] == "nftables" and plane["error"] is None
+    assert plane["services"] == [] and plane["policies"] == [] and plane["refused"] == 0
+    assert "dataplane" not in report["runtime"] and report["runtime"]["runtime"] == "runc"
+    assert "dataplane" not in admin.json("NodeInspect", api_pb2.GetRequest(name="n1"))
+    with pytest.raises(ApiError, match="node-inspect asks for the runtime"):
+        admin.json("NodeInspect", api_pb2.GetRequest(name="n1", kind="bogus"))
+
+
 PAUSE = "echo before-1; echo before-2; sleep 5; echo after-1; echo after-2; exec sleep 600"
 
 
