@@ -36,12 +36,7 @@ class AgentLoop:
     def __init__(self, client: Any, core: NodeCore, node_doc: Mapping[str, Any], *, ttl: float = 10.0,
                  tick: float = 1.0, retry: float = 1.0):
         self.client, self.core, self.node_doc = client, core, dict(node_doc)
-        if core.secret_source is None:
-            core.secret_source = client.fetch_secrets
-        if core.secret_batch_source is None:  # the refresh tick: one call per node, not per instance
-            core.secret_batch_source = getattr(client, "fetch_secrets_many", None)
-        if core.identities.source is None:  # each instance's workload identity (agent/identity.py)
-            core.identities.source = getattr(client, "issue_identity", None)
+        core.connect(client)
         self.ttl, self.tick, self.retry = ttl, tick, retry
         self.tunnel_linger = TUNNEL_LINGER
         self.state = SliceState()
@@ -51,6 +46,12 @@ class AgentLoop:
         self._next_reconcile = 0.0
         self._tunnel: AgentTunnel | None = None
         self._stop = threading.Event()
+
+    def reconnect(self, client: Any) -> None:
+        """Carry on over `client` (a renewed certificate's connection): the streams of the old one
+        end, and the loop registers and watches again on this one."""
+        self.client = client
+        self.core.connect(client)
 
     def run(self, stop: threading.Event) -> None:
         heartbeat = None

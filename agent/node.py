@@ -222,12 +222,12 @@ class NodeCore:
         self.backoff, self.stop_timeout, self.no_masquerade = backoff, stop_timeout, no_masquerade
         self.network: NodeNetwork | None = None
         self.reconciler: Reconciler | None = None
-        #: Where secret plaintexts come from (`AgentClient.fetch_secrets`; AgentLoop sets it).
+        #: Where secret plaintexts come from (`AgentClient.fetch_secrets`; see `connect`).
         self.secret_source: SecretSource | None = None
         #: The same for many instances in one call (`AgentClient.fetch_secrets_many`): the refresh
         #: tick's. Without it the tick asks `secret_source` once per instance.
         self.secret_batch_source: BatchSecretSource | None = None
-        #: Workload identities; active once given a source (`AgentClient.issue_identity`; AgentLoop).
+        #: Workload identities; active once given a source (`AgentClient.issue_identity`).
         self.identities = Identities()
         #: Usage sampling (every 10 s; published on meaningful change or every 60 s).
         self.telemetry = Telemetry(runtime)
@@ -241,6 +241,14 @@ class NodeCore:
         self.sandboxes = Sandboxes(runtime.kind, state_dir)
         if not runtime.isolated_network:
             self.reconciler = self._reconciler(None)
+
+    def connect(self, client: Any) -> None:
+        """Take secrets and workload identities from `client` (an `AgentClient`): the agent loop
+        calls it when it starts, and again when it carries on over a renewed certificate's
+        connection."""
+        self.secret_source = getattr(client, "fetch_secrets", None)
+        self.secret_batch_source = getattr(client, "fetch_secrets_many", None)
+        self.identities.source = getattr(client, "issue_identity", None)
 
     def apply(self, facts: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
         """Converge on the slice `facts`; returns every observed instance document of this node.

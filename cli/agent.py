@@ -9,10 +9,7 @@ from __future__ import annotations
 
 import logging
 import signal
-import socket
 import threading
-from collections.abc import Mapping
-from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -21,99 +18,8 @@ import typer
 from ccattler.cli._common import reports_errors
 from ccattler.engine.facts import CcaError
 
-log = logging.getLogger("ccattler.agent")
-
-#: How often the certificate's remaining life is checked (renewal happens 8 h before expiry).
-RENEW_CHECK_SECONDS = 600.0
 #: A simulated node without a `capacity` block, and the nodes of `--sim-nodes N`.
 SIM_CAPACITY = {"cpu": 4000, "memory": 8 << 30}
-
-
-def node_context_name(node: str) -> str:
-    return f"node-{node}"
-
-
-def join_node(server: str, token: str, ca: Path, node: str, token_server: str | None = None) -> Any:
-    """Join as `node` with a join token and save its context `node-<node>` (not made current)."""
-    from ccattler.engine.api.enroll import join_cluster
-    from ccattler.engine.clientconfig import cca_home, save_context
-
-    name = node_context_name(node)
-    joined = join_cluster(server, token, ca, node, cca_home() / "nodes" / name, name, token_server)
-    save_context(joined, make_current=False)
-    return joined
-
-
-def node_context(node: str | None, context: str | None, server: str | None) -> Any:
-    """The context holding this node's certificate: `--context`, else `node-<node>`, else `node`
-    (what `cca join` writes); `server` overrides its address."""
-    from ccattler.engine.clientconfig import load_config, token_address
-
-    config = load_config()
-    names = [context] if context else ([node_context_name(node)] if node else []) + ["node"]
-    found = next((config.contexts[n] for n in names if n in config.contexts), None)
-    if found is None or not found.cert:
-        raise CcaError(f"no node certificate (looked for context {' or '.join(map(repr, names))}): "
-                       "run `cca join SERVER TOKEN --ca ca.crt` first, or pass --token TOKEN")
-    if server:
-        found = replace(found, server=server, token_server=token_address(server))
-    return found
-
-
-def certificate_node(context: Any) -> str:
-    """The node name a node certificate was issued to (the file is `<node>.crt`)."""
-    return Path(context.cert).stem
-
-
-@dataclass(frozen=True, slots=True)
-class NodeSettings:
-    """How to run one node: its name, credentials and the document it registers with."""
-
-    name: str
-    context: Any
-    document: dict[str, Any]
-
-
-class NodeAgent:
-    """One node's AgentLoop in a thread, with certificate renewal; `stop()` leaves containers running."""
-
-    def __init__(self, settings: NodeSettings, core: Any, ttl: float, tick: float) -> None:
-        from ccattler.agent.loop import AgentLoop
-        from ccattler.engine.api.agent_client import AgentClient
-        from ccattler.engine.api.client import Client
-
-        self.settings, self.core = settings, core
-        self._client = Client(settings.context, timeout=10)
-        self.loop = AgentLoop(AgentClient(self._client), core, settings.document, ttl=ttl, tick=tick)
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self.loop.run, args=(self._stop,),
-                                        name=f"cca-agent-{settings.name}", daemon=True)
-
-    def start(self) -> NodeAgent:
-        self._thread.start()
-        return self
-
-    def renew_if_due(self) -> None:
-        """Renew the node certificate when it is close to expiry, then reconnect with the new one."""
-        from ccattler.engine.api.agent_client import AgentClient
-        from ccattler.engine.api.client import Client
-        from ccattler.engine.api.enroll import needs_renewal, renew_certificate
-
-        if not needs_renewal(self.settings.context):
-            return
-        expires = renew_certificate(self.settings.context)
-        old, self._client = self._client, Client(self.settings.context, timeout=10)
-        self.loop.client = AgentClient(self._client)
-        self.core.secret_source = self.loop.client.fetch_secrets
-        self.core.secret_batch_source = self.loop.client.fetch_secrets_many
-        old.close()  # its streams end; the loop re-registers and re-watches on the new connection
-        log.info("node %s: certificate renewed (valid until %s)", self.settings.name, expires)
-
-    def stop(self, remove: bool = False) -> None:
-        self._stop.set()
-        self._thread.join(timeout=15)
-        self.core.shutdown(remove=remove)
-        self._client.close()
 
 
 def _labels(items: list[str] | None) -> dict[str, str]:
@@ -143,25 +49,6 @@ def simulated_nodes(file: Path | None, count: int | None) -> dict[str, dict[str,
                                 zone=doc.get("zone"), restrictions=tuple(doc.get("restrictions") or ()),
                                 architecture=doc.get("architecture"), address="127.0.0.1")
             for name, doc in sorted(nodes.items())}
-
-
-def _core(name: str, kind: str, state_dir: Path, bridge: str, runc_root: Path | None,
-          overlay: tuple[str, int, int] | None = None, cluster_cidr: str | None = None,
-          dataplane: str = "nftables") -> Any:
-    """`overlay`: (underlay address, VNI, UDP port) of this node's VXLAN device, for isolated runtimes."""
-    from ccattler.agent.images.store import ImageStore
-    from ccattler.agent.net.overlay import Overlay, device_name
-    from ccattler.agent.node import NodeCore, make_runtime
-
-    runtime = make_runtime(kind, state_dir, ImageStore(state_dir), runc_root)
-    vxlan = None
-    if overlay and runtime.isolated_network:
-        local, vni, port = overlay
-        vxlan = Overlay(device_name(bridge), local, vni=vni, port=port)
-    # container subnets reach each other unNATed: the receiver sees the sender's own address
-    return NodeCore(name, runtime, state_dir=state_dir, bridge=bridge, overlay=vxlan,
-                    no_masquerade=(cluster_cidr,) if cluster_cidr else (), dataplane=dataplane,
-                    node_addresses=(overlay[0],) if overlay else ())
 
 
 @reports_errors
@@ -268,27 +155,18 @@ def agent(
         plane = _resolved_dataplane(dataplane, kind, state, runc_root)
         documents = {"": node_document(capacity=capacity, labels=_labels(label), zone=zone,
                                        restrictions=tuple(restrict or ()), dataplane=plane)}
-    if token and len(documents) > 1:
-        raise CcaError("--token joins one node; join simulated nodes first (`cca up --simulate` does)")
-    settings = [_settings(name or node_id, doc, server, (token, token_server), ca, context)
-                for name, doc in documents.items()]
+    from ccattler.agent import process
+
+    agents = process.start(process.AgentOptions(
+        documents=documents, runtime=kind, state_dir=state, server=server, node_id=node_id, token=token,
+        token_server=token_server, ca=ca, context=context, bridge=bridge, runc_root=runc_root, ttl=ttl,
+        tick=tick, vxlan=(vxlan_vni, vxlan_port), cluster_cidr=cluster_cidr))
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
-    overlay = (documents[""]["address"], vxlan_vni, vxlan_port) if "" in documents else None
-    agents = [NodeAgent(s, _core(s.name, kind, state / s.name if kind == "sim" else state, bridge, runc_root,
-                                 overlay, cluster_cidr, s.document.get("dataplane") or "memory"), ttl,
-                                 tick).start() for s in settings]
-    typer.echo(f"agent: {len(agents)} node(s) ({', '.join(s.name for s in settings)}), runtime {kind}, "
-               f"server {settings[0].context.server}, state {state}", err=True)
-    while not stop.wait(RENEW_CHECK_SECONDS):
-        for one in agents:
-            try:
-                one.renew_if_due()
-            except CcaError as exc:  # tried again at the next check; the old one is still valid
-                log.warning("node %s: certificate renewal failed: %s", one.settings.name, exc)
-    for one in agents:
-        one.stop()
+    typer.echo(f"agent: {len(agents)} node(s) ({', '.join(a.settings.name for a in agents)}), runtime "
+               f"{kind}, server {agents[0].settings.context.server}, state {state}", err=True)
+    process.run(agents, stop)
     typer.echo("agent stopped; its containers keep running (`cca down` or `cca agent --cleanup` removes them)"
                if kind != "sim" else "agent stopped", err=True)
 
@@ -302,41 +180,6 @@ def _resolved_dataplane(kind: str, runtime: str, state: Path, runc_root: Path | 
     from ccattler.agent.runtime.runc import cgroup_token
 
     return resolve_kind(kind, f"ccattler/{cgroup_token(runc_root or Path('/run/ccattler/runc'))}")
-
-
-def _settings(node: str | None, document: Mapping[str, Any], server: str | None,
-              join: tuple[str | None, str | None], ca: Path | None, context: str | None) -> NodeSettings:
-    """Join first when given a (token, token listener); otherwise find the node certificate."""
-    token, token_server = join
-    if token:
-        from ccattler.engine.clientconfig import load_config
-
-        name = node or socket.gethostname().split(".")[0]
-        joined = load_config().contexts.get(node_context_name(name))
-        if joined and _still_valid(joined.cert):
-            log.info("node %s joined before (context %s); the token is not used", name, joined.name)
-            return NodeSettings(name, node_context(name, joined.name, server), dict(document))
-        current = None if (ca and server) else load_config().context(None)
-        address = server or current.server  # type: ignore[union-attr]
-        ca_file = (ca or Path(current.ca)).resolve()  # type: ignore[union-attr]
-        ctx = join_node(address, token, ca_file, name, token_server)
-        return NodeSettings(name, ctx, dict(document))
-    ctx = node_context(node, context, server)
-    name = certificate_node(ctx)
-    if node and node != name:
-        raise CcaError(f"the certificate in context {ctx.name!r} is for node {name!r}, not {node!r}")
-    return NodeSettings(name, ctx, dict(document))
-
-
-def _still_valid(cert: str | None) -> bool:
-    import datetime as dt
-
-    from ccattler.engine.pki import load_cert
-
-    try:
-        return load_cert(Path(cert or "").read_bytes()).not_valid_after_utc > dt.datetime.now(dt.UTC)
-    except (OSError, ValueError, CcaError):
-        return False
 
 
 def register(app: typer.Typer) -> None:

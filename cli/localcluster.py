@@ -156,7 +156,7 @@ def nodes_ready(context: Any, names: tuple[str, ...]) -> bool:
 
 def join_nodes(admin: Any, names: tuple[str, ...]) -> None:
     """Enrol each node as a remote one would: a single-use join token, then a CSR (`node-<name>`)."""
-    from ccattler.cli.agent import join_node
+    from ccattler.agent.process import join_node
     from ccattler.engine.api.client import Client
 
     with Client(admin, timeout=10) as api:

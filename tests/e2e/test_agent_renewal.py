@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from ccattler.agent import process
 from ccattler.agent.node import NodeCore, node_document
 from ccattler.agent.runtime.sim import SimRuntime
-from ccattler.cli import agent as cli_agent
 from ccattler.engine.api import enroll
 from ccattler.engine.api.server import ApiServer, ServerOptions
 from ccattler.engine.auth import create_token
@@ -34,13 +34,13 @@ def test_join_once_register_renew(server, tmp_path: Path, monkeypatch: pytest.Mo
     monkeypatch.setenv("CCA_HOME", str(tmp_path / "home"))
     token = create_token(store, "join", 60)[0]
     join = (token, api.token_listen)
-    first = cli_agent._settings("n1", node_document(capacity={"cpu": 1000, "memory": 1 << 30}), api.listen,
-                                join, files.ca_cert, None)
+    first = process.node_settings("n1", node_document(capacity={"cpu": 1000, "memory": 1 << 30}),
+                                  api.listen, join, files.ca_cert, None)
     assert Path(first.context.cert).parent == tmp_path / "home" / "nodes" / "node-n1"
-    again = cli_agent._settings("n1", first.document, api.listen, join, files.ca_cert, None)  # spent token
+    again = process.node_settings("n1", first.document, api.listen, join, files.ca_cert, None)  # spent token
     assert again.context.cert == first.context.cert
 
-    node = cli_agent.NodeAgent(first, NodeCore("n1", SimRuntime()), ttl=3, tick=0.2).start()
+    node = process.NodeAgent(first, NodeCore("n1", SimRuntime()), ttl=3, tick=0.2).start()
     try:
         deadline = time.monotonic() + 20
         while store.get("observed/node/n1") is None:
