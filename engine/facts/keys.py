@@ -172,6 +172,9 @@ NODE_INTENT = "intent/node/"
 DISRUPTIONS = "derived/disruption/"
 #: Per draining node, what its drain waits for (shown by `cca get nodes` / `cca describe node`).
 DRAINS = "derived/drain/"
+#: Per service, the rolling update the rollout controller steps (engine/rollout): counts per spec
+#: for the instance controller, the previous spec's fields for agents, state, reason and history.
+ROLLOUTS = "derived/rollout/"
 #: The rebalancer's last cycle (its moves and their gains) and when each instance last moved.
 REBALANCE = "derived/rebalance"
 
