@@ -12,6 +12,7 @@ from ccattler.engine.admission.vocabulary import committed_instances, effective_
 from ccattler.engine.api.errors import BadRequest
 from ccattler.engine.autoscale.effective import effective_service
 from ccattler.engine.facts import DEFAULT_TENANT, NAMESPACED_KINDS, CcaError
+from ccattler.engine.facts.keys import ROLLOUTS
 from ccattler.engine.store import Store
 
 #: Kinds with a joined view; every other kind word lists its desired/ documents.
@@ -182,7 +183,7 @@ def events(store: Store, limit: int = EVENT_HISTORY) -> list[dict[str, Any]]:
                 continue
             if event.key.startswith(("desired/", "derived/", "observed/")):
                 rows.append({"revision": event.revision, "type": event.kind, "key": event.key,
-                             "reason": _scaling_reason(event)})
+                             "reason": _scaling_reason(event) or _rollout_reason(event)})
             if event.revision >= revision:
                 break
     return rows
@@ -196,6 +197,16 @@ def _scaling_reason(event: Any) -> str | None:
     if not change or change.get("at") != event.value.get("at"):
         return None
     return f"scaled {change['from']} → {change['to']}: {'; '.join(change.get('reasons') or [])}"
+
+
+def _rollout_reason(event: Any) -> str | None:
+    """A rollout write that stepped, completed, waited or rolled back says so (engine/rollout)."""
+    if not event.key.startswith(ROLLOUTS) or not isinstance(event.value, dict):
+        return None
+    change = event.value.get("event")
+    if not isinstance(change, dict) or change.get("at") != event.value.get("at"):
+        return None
+    return str(change.get("text"))
 
 
 def tenants(store: Store) -> list[dict[str, Any]]:

@@ -147,6 +147,8 @@ def _begin(full: str, service: Mapping[str, Any], spec: str, members: list[Membe
         previous = doc.get("spec")
     else:  # mid-rollout, rolled back or failed: the last spec that completed
         previous = doc.get("previous") if doc.get("state") != "rolled back" else doc.get("build")
+    if previous == spec:  # back to the spec that ran before (an undo): nothing earlier is known
+        previous = None
     history = [dict(h) for h in (doc or {}).get("history") or []]
     if history and history[-1].get("state") in ("progressing", "waiting"):
         history[-1].update(state="superseded", finished=now)
