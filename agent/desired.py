@@ -152,12 +152,12 @@ def _predecessor_not_ready(facts: Mapping[str, Any], service: Any, svc: Mapping[
 
 
 def built_from(svc: Mapping[str, Any], derived: Mapping[str, Any], rollout: Any) -> Mapping[str, Any]:
-    """The service document an instance is built from: the service's own, or for an instance of an
-    older spec the rollout document's fields of that spec laid over it (engine/rollout)."""
+    """The service document an instance is built from: the rollout document's fields of the
+    instance's own spec laid over the service's (engine/rollout), else the service's own. The
+    fields win even for the spec being rolled out: right after an apply the service document is
+    new while the rollout document is not yet, and an old instance must not be rebuilt meanwhile."""
     spec = derived.get("spec")
-    if not isinstance(rollout, dict) or not spec or spec == rollout.get("spec"):
-        return svc
-    fields = (rollout.get("fields") or {}).get(spec)
+    fields = ((rollout.get("fields") or {}).get(spec) if isinstance(rollout, dict) and spec else None)
     return {**svc, **fields} if isinstance(fields, dict) else svc
 
 

@@ -163,6 +163,13 @@ def test_an_old_spec_instance_is_built_from_the_rollout_documents_fields() -> No
     old, new = specs["default/web-old"], specs["default/web-new"]
     assert (old.image, old.command, dict(old.env)) == ("app:1", "serve --v1", {"MODE": "old"})
     assert (new.image, new.command, dict(new.env)) == ("app:2", "serve --v2", {"MODE": "new"})
+    # Just after an apply the rollout document still names the old spec (the controller has not
+    # run yet): the old instance keeps its own fields, never rebuilt from the new service document.
+    del facts["derived/instance/default/web/web-new"], facts["derived/placement/default/web-new"]
+    facts["derived/rollout/default/web"] = {"spec": "v1", "fields": {
+        "v1": {"image": "app:1", "command": "serve --v1", "env": {"MODE": "old"}}}}
+    (old,) = desired_instances(facts, "n1").values()
+    assert (old.command, dict(old.env)) == ("serve --v1", {"MODE": "old"})
 
 
 class SecretSim(SimRuntime):
