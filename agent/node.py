@@ -15,6 +15,7 @@ import socket
 import subprocess
 import threading
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -225,6 +226,10 @@ class NodeCore:
         every change and every second or so (to notice crashes and run restarts).
         """
         desired = desired_instances(facts, self.node)
+        if not self.runtime.isolated_network:
+            # No own address (process, sim): one arriving later must not replace a running
+            # container (its address is part of the spec hash), which made ready instances restart.
+            desired = {k: replace(spec, ip=None) if spec.ip else spec for k, spec in desired.items()}
         if self.runtime.isolated_network:
             subnet = node_subnet(facts, self.node)
             if subnet is None:
