@@ -23,7 +23,7 @@ pytestmark = pytest.mark.e2e
 CCA = (sys.executable, "-m", "ccattler.cli.main")
 
 SERVICE = """service web {{
-    image app:{version}
+    image {image}
     instances 4
     command "{command}"
     env {{ VERSION "{version}" }}
@@ -111,62 +111,67 @@ def _answers(shell) -> bool:  # noqa: ANN001
         return False
 
 
+def scenario(shell, wait, tmp_path: Path, image, holder: list, state_dir: Path | None) -> None:  # noqa: ANN001
+    """v1, a rolling update to v2 recorded from the watch, a broken v3 that rolls back, undo."""
+    web = tmp_path / "web.cca"
+    web.write_text(SERVICE.format(image=image(1), version="1", command="sleep 6001"))
+    shell.cca("apply", str(web), "--wait", "--timeout", "60")
+    wait(lambda: state(shell) == "complete", "v1's rollout document", 30)
+
+    recorder = holder[0] = Recorder(shell)  # the watch starts now: seeded with the settled v1 instances
+    for row in shell.instances():
+        recorder.docs[row["name"]], recorder.ready[row["name"]] = row["value"]["spec"], row["ready"]
+    assert len(recorder.docs) == 4 and all(recorder.ready.values())
+    recorder.samples.clear()
+    web.write_text(SERVICE.format(image=image(2), version="2", command="sleep 6002"))
+    shell.cca("apply", str(web))
+    wait(lambda: state(shell) == "complete" and len(shell.instances()) == 4
+         and all(i["state"] == "running" for i in shell.instances()), "v2 rolled out", 90)
+    samples = list(recorder.samples)
+    assert len({n for n, _ in samples}) > 1, samples  # it stepped (5 documents at its widest)
+    assert max(n for n, _ in samples) <= 5, samples  # instances 4 + max_extra 1
+    assert min(ready for _, ready in samples) >= 3, samples  # instances 4 − max_unavailable 1
+    history = rollout(shell, "history")
+    assert image(2) in history and "complete" in history, history
+
+    recorder.samples.clear()
+    web.write_text(SERVICE.format(image=image(3), version="3", command="exit 1"))
+    shell.cca("apply", str(web))
+    wait(lambda: state(shell) == "rolled back", "v3 to roll back by itself", 90)
+    history = rollout(shell, "history")
+    assert "rolled back" in history and "failures of new instances" in history, history
+    status = rollout(shell)
+    assert "rolled back:" in status and "exited" in status, status
+    events = shell.cca("events").stdout
+    assert "rolled back: " in events and "failures of new instances" in events, events
+    wait(lambda: len(shell.instances()) == 4 and all(i["state"] == "running" for i in shell.instances()),
+         "v2 running again", 60)
+    assert min(ready for _, ready in recorder.samples) >= 3, recorder.samples
+    if state_dir is not None:
+        # The service document says `exit 1`; the kept and re-created v2 instances run v2's command,
+        # built from the rollout document's fields (the agent picks them by the instance's spec).
+        wait(lambda: processes_running(state_dir, "sleep 6002") == 4, "four v2 processes", 30)
+
+    undo = shell.cca("rollout", "undo", "web")
+    assert "rolls back to its previous spec" in undo.stdout, undo.stdout
+
 def test_rolling_update_keeps_the_floor_and_a_broken_version_rolls_back(shell, port: int, wait,
                                                                           tmp_path: Path) -> None:
     shell.cca("init", "--server", f"127.0.0.1:{port}")
     state_dir = tmp_path / "node"
     processes = {"server": shell.spawn("server", "server", "--store", f"sqlite://{tmp_path}/state.db",
                                        "--metrics", "off")}
-    recorder = None
+    holder: list = [None]
     try:
         wait(lambda: _answers(shell), "the server", 60)
         token = shell.cca("token", "create", "--ttl", "5m").stdout.strip()
         processes["agent"] = shell.spawn("agent", "agent", "--runtime", "process", "--node-id", "p1",
                                          "--token", token, "--tick", "0.5", "--state-dir", str(state_dir))
         wait(lambda: [r["condition"] for r in shell.get("nodes")] == ["ready"], "the node", 60)
-        web = tmp_path / "web.cca"
-        web.write_text(SERVICE.format(version="1", command="sleep 6001"))
-        shell.cca("apply", str(web), "--wait", "--timeout", "60")
-        wait(lambda: state(shell) == "complete", "v1's rollout document", 30)
-
-        recorder = Recorder(shell)  # the watch starts now: seeded with the settled v1 instances
-        for row in shell.instances():
-            recorder.docs[row["name"]], recorder.ready[row["name"]] = row["value"]["spec"], row["ready"]
-        assert len(recorder.docs) == 4 and all(recorder.ready.values())
-        recorder.samples.clear()
-        web.write_text(SERVICE.format(version="2", command="sleep 6002"))
-        shell.cca("apply", str(web))
-        wait(lambda: state(shell) == "complete" and len(shell.instances()) == 4
-             and all(i["state"] == "running" for i in shell.instances()), "v2 rolled out", 90)
-        samples = list(recorder.samples)
-        assert len({n for n, _ in samples}) > 1, samples  # it stepped (5 documents at its widest)
-        assert max(n for n, _ in samples) <= 5, samples  # instances 4 + max_extra 1
-        assert min(ready for _, ready in samples) >= 3, samples  # instances 4 − max_unavailable 1
-        history = rollout(shell, "history")
-        assert "app:2" in history and "complete" in history, history
-
-        recorder.samples.clear()
-        web.write_text(SERVICE.format(version="3", command="exit 1"))
-        shell.cca("apply", str(web))
-        wait(lambda: state(shell) == "rolled back", "v3 to roll back by itself", 90)
-        history = rollout(shell, "history")
-        assert "rolled back" in history and "failures of new instances" in history, history
-        status = rollout(shell)
-        assert "rolled back:" in status and "exited" in status, status
-        events = shell.cca("events").stdout
-        assert "rolled back: " in events and "failures of new instances" in events, events
-        wait(lambda: len(shell.instances()) == 4 and all(i["state"] == "running" for i in shell.instances()),
-             "v2 running again", 60)
-        assert min(ready for _, ready in recorder.samples) >= 3, recorder.samples
-        # The service document says `exit 1`; the kept and re-created v2 instances run v2's command,
-        # built from the rollout document's fields (the agent picks them by the instance's spec).
-        wait(lambda: processes_running(state_dir, "sleep 6002") == 4, "four v2 processes", 30)
-
-        undo = shell.cca("rollout", "undo", "web")
-        assert "rolls back to its previous spec" in undo.stdout, undo.stdout
+        scenario(shell, wait, tmp_path, lambda v: f"app:{v}", holder, state_dir)
     finally:
-        if recorder is not None:
-            recorder.close()
+        if holder[0] is not None:
+            holder[0].close()
         shell.cca("delete", "service", "web", check=False)
         try:
             wait(lambda: not shell.instances(), "the instances to stop", 30)
@@ -181,3 +186,18 @@ def test_rolling_update_keeps_the_floor_and_a_broken_version_rolls_back(shell, p
                 process.kill()
         subprocess.run([*CCA, "agent", "--cleanup", "--runtime", "process", "--state-dir", str(state_dir)],
                        env=shell.env, capture_output=True, timeout=60)
+
+
+def test_the_same_with_runc(root, shell, node_state: Path, network_names, port: int, wait,
+                            tmp_path: Path) -> None:
+    """The same scenario on a real runc node (`cca up`, busybox): v2 and v3 differ from v1 by
+    command and env, so each is a new spec."""
+    holder: list = [None]
+    up = shell.up_local(port, node_state, network_names)
+    try:
+        assert "(runc)" in up.stdout, up.stdout
+        scenario(shell, wait, tmp_path, lambda v: "busybox", holder, None)
+    finally:
+        if holder[0] is not None:
+            holder[0].close()
+        shell.cca("down", check=False)
