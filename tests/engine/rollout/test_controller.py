@@ -132,3 +132,21 @@ def test_the_document_carries_the_previous_specs_fields_while_old_instances_run(
     assert doc["fields"][v1]["env"] == {"MODE": "old"} and doc["fields"][v1]["image"] == "app:1"
     sim.settle()
     assert set(sim.rollout()["fields"]) == {sim.rollout()["spec"], v1}  # the previous kept for undo
+
+
+def test_a_crashing_stateful_update_rolls_back_its_ordinal():
+    sim = Sim(service(name="db", instances=3, image="db:1", stateful=True))
+    sim.settle()
+    v1 = spec_hash(sim.world.values["desired/service/default/db"])
+    key, doc = service(name="db", instances=3, image="db:bad", stateful=True)
+    sim.world.put(key, doc)
+    for _ in range(20):
+        sim.tick()
+        if sim.rollout("db").get("state") == "rolled back":
+            break
+    rollout = sim.rollout("db")
+    assert rollout["state"] == "rolled back" and "failures of new instances" in rollout["reason"]
+    assert rollout["baseline"] == {"db-2": 0}  # only the top ordinal was ever switched
+    sim.settle(5)
+    assert {spec for spec, _ in sim.instances("db").values()} == {v1}
+    assert all(ready for _, ready in sim.instances("db").values())
