@@ -50,21 +50,24 @@ def _when(timestamp: Any) -> str | None:
 def status_lines(doc: dict[str, Any]) -> list[str]:
     images = doc.get("images") or {}
     spec = doc.get("spec")
-    lines = [f"service {doc.get('service')}: rollout {doc.get('revision')} {doc.get('state')}"
+    service = str(doc.get("service") or "")
+    name = service.removeprefix("default/")
+    lines = [f"service {name}: rollout {doc.get('revision')} {doc.get('state')}"
              f" (spec {spec}, image {images.get(spec)})"]
     counts = doc.get("counts") or {}
     progress = doc.get("progress")
-    if doc.get("state") not in ("complete",) and counts:
+    stepping = doc.get("state") in ("progressing", "waiting")
+    if doc.get("state") != "complete" and counts:
         parts = [f"{n} of spec {s} (image {images.get(s)})" for s, n in sorted(counts.items())]
         lines.append("  wanted: " + ", ".join(parts))
-    if isinstance(progress, list) and len(progress) == 2:
+    if stepping and isinstance(progress, list) and len(progress) == 2:
         lines.append(f"  new instances ready: {progress[0]}, old instances left: {progress[1]}")
     if doc.get("build") and doc.get("build") != spec:
         lines.append(f"  running: spec {doc['build']} (image {images.get(doc['build'])}) — the previous spec")
     previous = doc.get("previous_spec")
     if previous:
-        lines.append(f"  previous spec: {previous['spec']} (image {previous.get('image')}, "
-                     f"command {previous.get('command')!r})")
+        command = f", command {previous['command']!r}" if previous.get("command") else ""
+        lines.append(f"  previous spec: {previous['spec']} (image {previous.get('image')}{command})")
     else:
         lines.append("  previous spec: none")
     lines.append(f"  failures of new instances: {doc.get('failures', 0)} (rolls back at 3)")
