@@ -46,6 +46,10 @@ class RolloutController:
 
     def __init__(self) -> None:
         self._busy = True  # a rollout is under way: agents' reports (readiness, restarts) matter
+        # service → (its inputs, its document) when settled: a settled document depends on the
+        # service, its count and its instances' specs only (not on time or reports), so the same
+        # inputs give the same document — a memo that never alters a result.
+        self._settled: dict[str, tuple[tuple[Any, ...], Mapping[str, Any]]] = {}
 
     def wakes_on(self, key: str, *change: Any) -> bool:
         """Agents' reports matter only while a rollout steps (the periodic resync covers deadlines)."""
@@ -76,20 +80,30 @@ class RolloutController:
                 rollouts[key[len(ROLLOUTS):]] = doc
         puts: dict[str, Any] = {}
         busy = False
+        settled: dict[str, tuple[tuple[Any, ...], Mapping[str, Any]]] = {}
         for full, service in sorted(services.items()):
+            old = rollouts.get(full)
+            inputs = (service, snapshot.get(SCALE + full), old,
+                      tuple(sorted((name, doc.get("spec")) for name, doc in instances.get(full, ()))))
+            memo = self._settled.get(full)
+            if memo is not None and memo[0] == inputs:
+                puts[ROLLOUTS + full] = settled.setdefault(full, memo)[1]
+                continue
             tenant = full.split("/", 1)[0]
             reports = {name: observed.get(f"{tenant}/{name}") for name, _ in instances.get(full, ())}
             members = [Member(name, doc.get("spec"),
                               is_ready(reports[name], placements.get(f"{tenant}/{name}")), doc.get("ordinal"))
                        for name, doc in sorted(instances.get(full, ()), key=lambda item: item[0])]
-            old = rollouts.get(full)
             doc = rollout(full, service, snapshot.get(SCALE + full),
                           members, reports, old if isinstance(old, Mapping) else None, now)
             if doc is not None:
                 puts[ROLLOUTS + full] = doc
                 busy |= doc["state"] not in SETTLED
+                if doc["state"] in SETTLED and doc == old:
+                    settled[full] = (inputs, doc)
         deletes = frozenset(k for k, _ in snapshot.under(ROLLOUTS) if k[len(ROLLOUTS):] not in services)
         self._busy = busy
+        self._settled = settled
         return ChangeSet(puts, deletes)
 
 
