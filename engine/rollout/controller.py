@@ -219,7 +219,7 @@ def _advance(name: str, new: dict[str, Any], policy: Policy, spec: str, members:
     if s.done:
         new.update(counts={}, drop=[], state="complete", reason=None, waiting=None)
         new["history"][-1].update(state="complete", finished=now)
-        new["event"] = {"at": now, "text": f"{name}: rollout {new['revision']} complete"}
+        _event(new, now, f"{name}: rollout {new['revision']} complete")
         return
     new.update(counts=s.counts, drop=list(s.drop), reason=s.reason, waiting=s.waiting,
                state="waiting" if s.waiting == "no-budget" else "progressing")
@@ -234,9 +234,9 @@ def _advance(name: str, new: dict[str, Any], policy: Policy, spec: str, members:
             text += f" (removing {', '.join(s.drop)})"
         if s.switched:
             text += f" (updating {', '.join(s.switched)})"
-        new["event"] = {"at": now, "text": text}
+        _event(new, now, text)
     elif new["state"] == "waiting" and before[2] != "waiting":
-        new["event"] = {"at": now, "text": f"{name}: rollout {new['revision']} waits: {s.reason}"}
+        _event(new, now, f"{name}: rollout {new['revision']} waits: {s.reason}")
 
 
 def _roll_back(name: str, new: dict[str, Any], policy: Policy, reason: str, now: float) -> None:
@@ -245,9 +245,17 @@ def _roll_back(name: str, new: dict[str, Any], policy: Policy, reason: str, now:
         reason += "; cannot roll back: the previous spec is not known"
         new.update(state="failed", reason=reason, waiting=None)
         new["history"][-1].update(state="failed", reason=reason, finished=now)
-        new["event"] = {"at": now, "text": f"{name}: rollout {new['revision']} failed: {reason}"}
+        _event(new, now, f"{name}: rollout {new['revision']} failed: {reason}")
         return
     new.update(build=previous, counts={previous: policy.instances, new["spec"]: 0}, drop=[],
                state="rolled back", reason=reason, waiting=None)
     new["history"][-1].update(state="rolled back", reason=reason, finished=now)
-    new["event"] = {"at": now, "text": f"{name}: rollout {new['revision']} rolled back: {reason}"}
+    _event(new, now, f"{name}: rollout {new['revision']} rolled back: {reason}")
+
+
+def _event(new: dict[str, Any], now: float, text: str) -> None:
+    """The document's event; a second one in the same reconcile (a start and its first step) adds."""
+    event = new.get("event")
+    if isinstance(event, Mapping) and event.get("at") == now and event.get("text"):
+        text = f"{event['text']}; {text.split(': ', 1)[1]}"
+    new["event"] = {"at": now, "text": text}

@@ -150,3 +150,26 @@ def test_a_crashing_stateful_update_rolls_back_its_ordinal():
     sim.settle(5)
     assert {spec for spec, _ in sim.instances("db").values()} == {v1}
     assert all(ready for _, ready in sim.instances("db").values())
+
+
+def test_cca_events_says_each_step_and_why_it_rolled_back():
+    from ccattler.engine.api import views
+    from ccattler.engine.store import open_store
+
+    sim = Sim(V1)
+    sim.settle()
+    with open_store("sqlite://:memory:") as store:
+        docs = []
+        apply(sim, image="app:bad")
+        for _ in range(10):
+            sim.tick()
+            docs.append(dict(sim.rollout()))
+        for before, doc in zip([None, *docs], docs, strict=False):
+            if doc != before:  # the runner drops a put of the value already stored
+                store.put("derived/rollout/default/web", doc)
+        reasons = [e["reason"] for e in views.events(store) if e["reason"]]
+    assert reasons[0].startswith("web: rollout 2 started (image app:bad); rollout 2 step: 2 new, 3 old")
+    assert any(r.startswith("web: rollout 2 step: ") for r in reasons)
+    assert reasons[-1].startswith("web: rollout 2 rolled back: ")
+    assert "failures of new instances" in reasons[-1]
+    assert len(reasons) == len(set(reasons))  # a rewrite that is no event says nothing
