@@ -30,6 +30,7 @@ PLACEMENTS = "derived/placement/"
 OBSERVED = "observed/instance/"
 #: States in which nothing is stepped any more (until the service's spec changes).
 SETTLED = frozenset({"complete", "rolled back", "failed"})
+STATES = SETTLED | {"progressing", "waiting"}
 HISTORY = 10
 
 
@@ -118,7 +119,7 @@ def rollout(full: str, service: Mapping[str, Any], scale: Mapping[str, Any] | No
         return dict(doc) if doc else None
     spec = spec_hash(service)
     policy = policy_of(service, n)
-    if doc is None or doc.get("spec") != spec:
+    if doc is None or doc.get("spec") != spec or not _well_formed(doc):
         new = _begin(full, service, spec, members, doc, now)
     else:
         new = _copy(doc)
@@ -137,6 +138,13 @@ def rollout(full: str, service: Mapping[str, Any], scale: Mapping[str, Any] | No
     return new
 
 
+def _well_formed(doc: Mapping[str, Any]) -> bool:
+    """A document this controller wrote (one of another shape starts a new revision)."""
+    return (doc.get("state") in STATES and isinstance(doc.get("history"), list) and bool(doc["history"])
+            and isinstance(doc.get("fields"), Mapping) and isinstance(doc.get("build"), str)
+            and isinstance(doc.get("baseline", {}), Mapping))
+
+
 def _without(doc: Mapping[str, Any], *keys: str) -> dict[str, Any]:
     return {k: v for k, v in doc.items() if k not in keys}
 
@@ -153,7 +161,9 @@ def _begin(full: str, service: Mapping[str, Any], spec: str, members: list[Membe
     """A new revision: the first document of a service, or a spec change."""
     name = display_name(*full.split("/", 1))
     running = {m.spec for m in members if m.spec is not None}
-    fields = dict((doc or {}).get("fields") or {})
+    known = (doc or {}).get("fields")
+    fields = ({str(s): f for s, f in known.items() if isinstance(f, Mapping)}
+              if isinstance(known, Mapping) else {})
     fields[spec] = spec_fields(service)
     if doc is None:
         previous = None
@@ -163,10 +173,12 @@ def _begin(full: str, service: Mapping[str, Any], spec: str, members: list[Membe
         previous = doc.get("previous") if doc.get("state") != "rolled back" else doc.get("build")
     if previous == spec:  # back to the spec that ran before (an undo): nothing earlier is known
         previous = None
-    history = [dict(h) for h in (doc or {}).get("history") or []]
+    past = (doc or {}).get("history")
+    history = [dict(h) for h in past if isinstance(h, Mapping)] if isinstance(past, list) else []
     if history and history[-1].get("state") in ("progressing", "waiting"):
         history[-1].update(state="superseded", finished=now)
-    revision = int((doc or {}).get("revision") or 0) + 1
+    before = (doc or {}).get("revision")
+    revision = (before if isinstance(before, int) and not isinstance(before, bool) else 0) + 1
     fresh = not running or running <= {spec}
     state = "complete" if fresh else "progressing"
     history.append({"revision": revision, "spec": spec, "image": service.get("image"), "state": state,

@@ -173,3 +173,16 @@ def test_cca_events_says_each_step_and_why_it_rolled_back():
     assert reasons[-1].startswith("web: rollout 2 rolled back: ")
     assert "failures of new instances" in reasons[-1]
     assert len(reasons) == len(set(reasons))  # a rewrite that is no event says nothing
+
+
+def test_a_document_of_another_shape_starts_a_new_revision():
+    """The seam's earlier shape ({"spec", "counts"}) or junk: never a crash, a fresh document."""
+    sim = Sim(V1)
+    sim.settle()
+    v1 = spec_hash(V1[1])
+    for junk in ({"spec": v1, "counts": {v1: 4}}, {"spec": v1, "state": "complete", "history": "x",
+                                                 "fields": [], "revision": "7"}):
+        sim.world.put("derived/rollout/default/web", junk)
+        sim.tick()
+        doc = sim.rollout()
+        assert doc["state"] == "complete" and doc["spec"] == v1 and doc["history"][-1]["spec"] == v1
