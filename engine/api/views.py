@@ -74,6 +74,8 @@ def services(store: Store, tenant: str | None, tags: Mapping[str, str]) -> list[
             for f in store.range(_tenant_prefix("derived/vip/", tenant), revision)[0]}
     endpoints = {f.key.removeprefix("derived/endpoint/"): f.value
                  for f in store.range(_tenant_prefix("derived/endpoint/", tenant), revision)[0]}
+    rollouts = {f.key.removeprefix(ROLLOUTS): f.value
+                for f in store.range(_tenant_prefix(ROLLOUTS, tenant), revision)[0]}
     rows = []
     for fact in facts:
         if not _tags_match(fact.value, tags):
@@ -84,8 +86,20 @@ def services(store: Store, tenant: str | None, tags: Mapping[str, str]) -> list[
                          modified=fact.mod_revision, desired=effective.get("instances"),
                          autoscaled=effective is not fact.value or full in scales,
                          scheduled=scheduled.get(full, 0), ready=ready.get(full, 0),
-                         vip=_vip(vips.get(full)), endpoints=_endpoints(endpoints.get(full))))
+                         vip=_vip(vips.get(full)), endpoints=_endpoints(endpoints.get(full)),
+                         rollout=_rollout(fact.value, rollouts.get(full))))
     return rows
+
+
+def _rollout(service: Any, doc: Any) -> dict[str, Any] | None:
+    """The service's rollout at a glance (`cca apply --wait` waits for it): state, reason, revision,
+    and whether it is about the service's current spec (else the controller has not seen it yet)."""
+    if not isinstance(doc, dict) or not isinstance(service, dict):
+        return None
+    from ccattler.engine.controllers.instance import spec_hash
+
+    return {"state": doc.get("state"), "reason": doc.get("reason"), "revision": doc.get("revision"),
+            "current": doc.get("spec") == spec_hash(service)}
 
 
 def instances(store: Store, tenant: str | None) -> list[dict[str, Any]]:

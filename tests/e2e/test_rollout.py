@@ -2,8 +2,9 @@
 node (each instance is a real process running the service's `command`). v1 → v2 is a rolling
 update, every instance change recorded from the store's watch: ready instances never below the
 floor (instances 4 − max_unavailable 1), never more than instances + max_extra documents at
-once. A broken v3 (`command "exit 1"`) rolls back by itself; `cca rollout history` and `cca events`
-say why; `cca rollout undo` re-applies the previous spec."""
+once, and `cca apply --wait` waits for the rollout. A broken v3 (`command "exit 1"`) rolls back by
+itself: `cca apply --wait` fails saying so, `cca rollout history` and `cca events` say why; `cca
+rollout undo` re-applies the previous spec."""
 
 from __future__ import annotations
 
@@ -124,7 +125,8 @@ def scenario(shell, wait, tmp_path: Path, image, holder: list, state_dir: Path |
     assert len(recorder.docs) == 4 and all(recorder.ready.values())
     recorder.samples.clear()
     web.write_text(SERVICE.format(image=image(2), version="2", command="sleep 6002"))
-    shell.cca("apply", str(web))
+    applied = shell.cca("apply", str(web), "--wait", "--timeout", "90")  # waits for the rollout
+    assert "all instances ready" in applied.stderr and state(shell) == "complete", applied.stderr
     wait(lambda: state(shell) == "complete" and len(shell.instances()) == 4
          and all(i["state"] == "running" for i in shell.instances()), "v2 rolled out", 90)
     samples = list(recorder.samples)
@@ -136,7 +138,9 @@ def scenario(shell, wait, tmp_path: Path, image, holder: list, state_dir: Path |
 
     recorder.samples.clear()
     web.write_text(SERVICE.format(image=image(3), version="3", command="exit 1"))
-    shell.cca("apply", str(web))
+    broken = shell.cca("apply", str(web), "--wait", "--timeout", "90", check=False)
+    assert broken.returncode == 1 and "rolled back: " in broken.stderr, broken.stderr
+    assert "failures of new instances" in broken.stderr, broken.stderr
     wait(lambda: state(shell) == "rolled back", "v3 to roll back by itself", 90)
     history = rollout(shell, "history")
     assert "rolled back" in history and "failures of new instances" in history, history
