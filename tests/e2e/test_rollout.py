@@ -117,7 +117,7 @@ def scenario(shell, wait, tmp_path: Path, image, holder: list, state_dir: Path |
     web = tmp_path / "web.cca"
     web.write_text(SERVICE.format(image=image(1), version="1", command="sleep 6001"))
     shell.cca("apply", str(web), "--wait", "--timeout", "60")
-    wait(lambda: state(shell) == "complete", "v1's rollout document", 30)
+    wait(lambda: state(shell) == "complete", "v1's rollout document", 60)
 
     recorder = holder[0] = Recorder(shell)  # the watch starts now: seeded with the settled v1 instances
     for row in shell.instances():
@@ -149,12 +149,12 @@ def scenario(shell, wait, tmp_path: Path, image, holder: list, state_dir: Path |
     events = shell.cca("events").stdout
     assert "rolled back: " in events and "failures of new instances" in events, events
     wait(lambda: len(shell.instances()) == 4 and all(i["state"] == "running" for i in shell.instances()),
-         "v2 running again", 60)
+         "v2 running again", 120)
     assert min(ready for _, ready in recorder.samples) >= 3, recorder.samples
     if state_dir is not None:
         # The service document says `exit 1`; the kept and re-created v2 instances run v2's command,
         # built from the rollout document's fields (the agent picks them by the instance's spec).
-        wait(lambda: processes_running(state_dir, "sleep 6002") == 4, "four v2 processes", 30)
+        wait(lambda: processes_running(state_dir, "sleep 6002") == 4, "four v2 processes", 60)
 
     undo = shell.cca("rollout", "undo", "web")
     assert "rolls back to its previous spec" in undo.stdout, undo.stdout
