@@ -3,6 +3,8 @@
 The slice is a mapping key → document (docs/facts.md): `derived/placement/<t>/<inst>` picks the
 instances placed on `node`; `desired/service/<t>/<svc>` gives command, env, config and resources;
 `derived/instance/<t>/<svc>/<inst>` (when present) the image and resources the rollout chose;
+`derived/rollout/<t>/<svc>` the fields of older specs: an instance of an older spec kept during a
+rolling update (or re-created by a rollback) is built from its own spec's command, env and config;
 `derived/network/ip/<t>/<inst>` (`{"ip": "10.88.1.5", "node": …}`, engine/controllers/network.py)
 the address; `derived/network/subnet/<node>` (`{"subnet": "10.88.1.0/24", …}`) the node's subnet;
 `desired/volume/<t>/<n>` (`{"size", "persistent"}`) each volume's declaration.
@@ -150,6 +152,16 @@ def _predecessor_not_ready(facts: Mapping[str, Any], service: Any, svc: Mapping[
     return None if previous in ready else previous
 
 
+def built_from(svc: Mapping[str, Any], derived: Mapping[str, Any], rollout: Any) -> Mapping[str, Any]:
+    """The service document an instance is built from: the rollout document's fields of the
+    instance's own spec laid over the service's (engine/rollout), else the service's own. The
+    fields win even for the spec being rolled out: right after an apply the service document is
+    new while the rollout document is not yet, and an old instance must not be rebuilt meanwhile."""
+    spec = derived.get("spec")
+    fields = ((rollout.get("fields") or {}).get(spec) if isinstance(rollout, dict) and spec else None)
+    return {**svc, **fields} if isinstance(fields, dict) else svc
+
+
 def node_subnet(facts: Mapping[str, Any], node: str) -> str | None:
     """The node's subnet from `derived/network/subnet/<node>`, or None when not allocated yet."""
     doc = facts.get(f"derived/network/subnet/{node}")
@@ -175,6 +187,7 @@ def desired_instances(facts: Mapping[str, Any], node: str) -> dict[str, Instance
         if not isinstance(svc, dict):
             continue
         derived = facts.get(f"derived/instance/{service.tenant}/{service.name}/{instance}") or {}
+        svc = built_from(svc, derived, facts.get(f"derived/rollout/{service.tenant}/{service.name}"))
         resources = derived.get("resources") or svc.get("resources") or {}
         config = svc.get("config") or {}
         env = {**(svc.get("env") or {}), **(config.get("env") or {})}

@@ -18,6 +18,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -257,6 +258,10 @@ class NodeCore:
         every change and every second or so (to notice crashes and run restarts).
         """
         desired = desired_instances(facts, self.node)
+        if not self.runtime.isolated_network:
+            # No own address (process, sim): one arriving later must not replace a running
+            # container (its address is part of the spec hash), which made ready instances restart.
+            desired = {k: replace(spec, ip=None) if spec.ip else spec for k, spec in desired.items()}
         if self.runtime.isolated_network:
             subnet = node_subnet(facts, self.node)
             if subnet is None:

@@ -19,7 +19,7 @@ from ccattler.engine.facts import CcaError
 COMMAND_MODULES: tuple[str, ...] = (
     "image", "init", "server", "runner", "resources", "secret", "token", "user", "policy", "audit",
     "lang", "plan", "logic", "context", "login", "agent", "up", "logs", "exec", "scale", "benchmark",
-    "top", "autoscale", "nodes",
+    "top", "autoscale", "nodes", "rollout",
 )
 
 app = typer.Typer(

@@ -1,4 +1,5 @@
-"""`cca apply --wait`: show the applied services' instances converging until every one is ready (a
+"""`cca apply --wait`: show the applied services' instances converging until every one is ready and
+its rolling update has completed (a rollback fails the wait with its reason; a
 progress bar per service on a terminal, `waiting: …` lines otherwise), or fail at the timeout
 naming each instance still short and why (its observed state and reason, or its placement reasons)."""
 
@@ -17,6 +18,23 @@ def applied_services(result: dict[str, Any]) -> list[str]:
     """`tenant/name` of every service the apply created or changed."""
     refs = result.get("added", []) + result.get("changed", [])
     return sorted(f"{r['tenant']}/{r['name']}" for r in refs if r.get("kind") == "service")
+
+
+def _rolling(rows: dict[str, dict[str, Any]], services: list[str]) -> list[str]:
+    """Services whose rolling update is still under way (or not started on the new spec yet);
+    raises for one that rolled back or failed, with its reason (engine/rollout)."""
+    out = []
+    for full in services:
+        rollout = (rows.get(full) or {}).get("rollout")
+        if not isinstance(rollout, dict):
+            continue  # no rollout controller: the counts alone decide
+        if not rollout.get("current") or rollout.get("state") in ("progressing", "waiting"):
+            out.append(full)
+        elif rollout.get("state") in ("rolled back", "failed"):
+            name = display_name(*full.split("/", 1))
+            raise CcaError(f"{name}: rollout {rollout.get('revision')} {rollout['state']}: "
+                           f"{rollout.get('reason')} (cca rollout history {name})")
+    return out
 
 
 def _counts(rows: dict[str, dict[str, Any]], services: list[str]) -> dict[str, tuple[int, int]]:
@@ -61,6 +79,7 @@ def wait_ready(api: Any, services: list[str], timeout: float) -> None:
             counts = _counts(rows, services)
             progress.show(counts)
             short = [s for s, (ready, desired) in counts.items() if desired < 0 or ready < desired]
+            short += [s for s in _rolling(rows, services) if s not in short]
             if not short:
                 break
             if time.monotonic() > deadline:

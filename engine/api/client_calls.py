@@ -66,6 +66,11 @@ class ClusterCalls:
         return self.json("NodeInspect", api_pb2.GetRequest(name=node, kind="dataplane" if dataplane else ""),
                          timeout=timeout)
 
+    def rollout(self, action: str, service: str, tenant: str = "", dry_run: bool = False) -> dict[str, Any]:
+        """`status`, `history` or `undo` of the service's rolling update."""
+        return self.json("Rollout", api_pb2.RolloutRequest(service=service, tenant=tenant, action=action,
+                                                           dry_run=dry_run))
+
     # Operator policies.
 
     def policy_apply(self, name: str, text: str) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from ccattler.engine.api.calls import Call
 from ccattler.engine.api.errors import BadRequest, NotFound
 from ccattler.engine.api.gen.ccattler.v1 import api_pb2
 from ccattler.engine.api.node_calls import NodeCalls, intent_summary
+from ccattler.engine.api.rollout_calls import RolloutCalls, rollout_summary
 from ccattler.engine.api.sources import wire_sources
 from ccattler.engine.api.tunnel import TunnelHub
 from ccattler.engine.api.workload_calls import WorkloadCalls
@@ -68,7 +69,7 @@ def _tenant(request: Any) -> str:
     return tenant
 
 
-class ClusterService(WorkloadCalls, NodeCalls):
+class ClusterService(WorkloadCalls, NodeCalls, RolloutCalls):
     """ccattler.v1.Cluster over one store."""
 
     def __init__(self, store: Store, keys: KeyProvider, tunnels: TunnelHub | None = None) -> None:
@@ -87,6 +88,8 @@ class ClusterService(WorkloadCalls, NodeCalls):
             return f"metric {request.name} of {request.service}"
         if method == "NodeIntent":
             return intent_summary(request)
+        if method == "Rollout":
+            return rollout_summary(request) if request.action == "undo" else None
         if method not in _AUDITED:
             return None
         if method in ("Apply", "Delete") and len(getattr(request, "sources", ())) > 0:

@@ -1,5 +1,6 @@
 """A node's slice of the state, and the hub that streams it: what its agent may watch (its placements
-and instance addresses, the instance documents and service specs of what is placed on it, its own
+and instance addresses, the instance documents, service specs and rollout documents (an old
+instance is built from the previous spec's fields they carry) of what is placed on it, its own
 firewall, condition and declared node, and the cluster-wide endpoints/VIPs/names, every node's subnet
 and underlay address (for the overlay), the gates, service groups and volume declarations — a volume's
 size and `persistent` flag), never secrets or other nodes' placements and rules.
@@ -43,8 +44,11 @@ _SHARED = ("derived/endpoint/", "derived/vip/", DNS, "desired/volume/", "desired
            "desired/group/", _SUBNETS, _NODE_ADDRESSES)
 _PLACEMENTS, _ADDRESSES = "derived/placement/", "derived/network/ip/"
 _INSTANCES, _SERVICES = "derived/instance/", "desired/service/"
+#: Per service, routed like the service document: to the nodes its instances are placed on.
+_ROLLOUTS = "derived/rollout/"
+_PER_SERVICE = (_SERVICES, _ROLLOUTS)
 _OWN = ("derived/firewall/", "derived/node/", "desired/node/")
-_ROUTED = (_PLACEMENTS, _ADDRESSES, _INSTANCES, _SERVICES, *_SHARED, *_OWN)
+_ROUTED = (_PLACEMENTS, _ADDRESSES, _INSTANCES, _SERVICES, _ROLLOUTS, *_SHARED, *_OWN)
 MAX_PENDING = 100_000
 #: Events per WatchSlice message at most (one gRPC message costs far more than one event in it).
 BATCH = 1_000
@@ -216,7 +220,8 @@ class SliceHub:
         keys = set(self._on_node.get(node, ())) | set(self._ips_on.get(node, ()))
         keys |= {self._instance_key[i] for i in (_instance_of(k) for k in self._on_node.get(node, ()))
                  if i in self._instance_key}
-        keys |= {f"{_SERVICES}{s}" for s, nodes in self._service_nodes.items() if nodes.get(node)}
+        keys |= {f"{p}{s}" for s, nodes in self._service_nodes.items() if nodes.get(node)
+                 for p in _PER_SERVICE}
         keys |= {f"{p}{node}" for p in _OWN}
         keys |= {k for k in self._docs if k.startswith(_SHARED)}
         return [self._put(k, self.revision) for k in sorted(keys) if k in self._docs]
@@ -291,8 +296,8 @@ class SliceHub:
                 self._instance_key[instance] = key
             node = self._node_of.get(instance)
             return [(node, kind, key, value)] if node else []
-        if key.startswith(_SERVICES):
-            service = key[len(_SERVICES):]
+        if key.startswith(_PER_SERVICE):
+            service = key[len(_SERVICES if key.startswith(_SERVICES) else _ROLLOUTS):]
             return [(node, kind, key, value) for node, n in self._service_nodes.get(service, {}).items() if n]
         if key.startswith(_SHARED):
             return [(node, kind, key, value) for node in self._subs]
@@ -338,9 +343,10 @@ class SliceHub:
             return []
         counts = self._service_nodes[service]
         counts[node] += 1
-        key = f"{_SERVICES}{service}"
-        spec = self._docs.get(key)
-        return [(node, "put", key, spec)] if counts[node] == 1 and spec is not None else []
+        if counts[node] != 1:
+            return []
+        keys = (f"{prefix}{service}" for prefix in _PER_SERVICE)
+        return [(node, "put", key, self._docs[key]) for key in keys if key in self._docs]
 
     def _unref(self, service: str | None, node: str) -> list[tuple[str, str, str, Any]]:
         if not service or not self._service_nodes[service].get(node):
@@ -350,5 +356,5 @@ class SliceHub:
         if counts[node]:
             return []
         del counts[node]
-        key = f"{_SERVICES}{service}"
-        return [(node, "delete", key, None)] if key in self._docs else []
+        keys = (f"{prefix}{service}" for prefix in _PER_SERVICE)
+        return [(node, "delete", key, None) for key in keys if key in self._docs]

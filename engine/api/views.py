@@ -12,7 +12,7 @@ from ccattler.engine.admission.vocabulary import committed_instances, effective_
 from ccattler.engine.api.errors import BadRequest
 from ccattler.engine.autoscale.effective import effective_service
 from ccattler.engine.facts import DEFAULT_TENANT, NAMESPACED_KINDS, CcaError
-from ccattler.engine.facts.keys import DNS
+from ccattler.engine.facts.keys import DNS, ROLLOUTS
 from ccattler.engine.store import Store
 
 #: Kinds with a joined view; every other kind word lists its desired/ documents.
@@ -76,6 +76,8 @@ def services(store: Store, tenant: str | None, tags: Mapping[str, str]) -> list[
                  for f in store.range(_tenant_prefix("derived/endpoint/", tenant), revision)[0]}
     names = {f.key.removeprefix(DNS): f.value
              for f in store.range(_tenant_prefix(DNS, tenant), revision)[0]}
+    rollouts = {f.key.removeprefix(ROLLOUTS): f.value
+                for f in store.range(_tenant_prefix(ROLLOUTS, tenant), revision)[0]}
     rows = []
     for fact in facts:
         if not _tags_match(fact.value, tags):
@@ -87,8 +89,20 @@ def services(store: Store, tenant: str | None, tags: Mapping[str, str]) -> list[
                          autoscaled=effective is not fact.value or full in scales,
                          scheduled=scheduled.get(full, 0), ready=ready.get(full, 0),
                          vip=_vip(vips.get(full)), dns=_dns(names.get(full)),
-                         endpoints=_endpoints(endpoints.get(full))))
+                         endpoints=_endpoints(endpoints.get(full)),
+                         rollout=_rollout(fact.value, rollouts.get(full))))
     return rows
+
+
+def _rollout(service: Any, doc: Any) -> dict[str, Any] | None:
+    """The service's rollout at a glance (`cca apply --wait` waits for it): state, reason, revision,
+    and whether it is about the service's current spec (else the controller has not seen it yet)."""
+    if not isinstance(doc, dict) or not isinstance(service, dict):
+        return None
+    from ccattler.engine.controllers.instance import spec_hash
+
+    return {"state": doc.get("state"), "reason": doc.get("reason"), "revision": doc.get("revision"),
+            "current": doc.get("spec") == spec_hash(service)}
 
 
 def instances(store: Store, tenant: str | None) -> list[dict[str, Any]]:
@@ -187,7 +201,7 @@ def events(store: Store, limit: int = EVENT_HISTORY) -> list[dict[str, Any]]:
                 continue
             if event.key.startswith(("desired/", "derived/", "observed/")):
                 rows.append({"revision": event.revision, "type": event.kind, "key": event.key,
-                             "reason": _scaling_reason(event)})
+                             "reason": _scaling_reason(event) or _rollout_reason(event)})
             if event.revision >= revision:
                 break
     return rows
@@ -201,6 +215,16 @@ def _scaling_reason(event: Any) -> str | None:
     if not change or change.get("at") != event.value.get("at"):
         return None
     return f"scaled {change['from']} → {change['to']}: {'; '.join(change.get('reasons') or [])}"
+
+
+def _rollout_reason(event: Any) -> str | None:
+    """A rollout write that stepped, completed, waited or rolled back says so (engine/rollout)."""
+    if not event.key.startswith(ROLLOUTS) or not isinstance(event.value, dict):
+        return None
+    change = event.value.get("event")
+    if not isinstance(change, dict) or change.get("at") != event.value.get("at"):
+        return None
+    return str(change.get("text"))
 
 
 def tenants(store: Store) -> list[dict[str, Any]]:

@@ -4,9 +4,9 @@ Stateless services get instances `<service>-<suffix>`, the suffix a short hash o
 hash, slot), so a re-run on the same snapshot changes nothing and a spec change yields new names;
 `stateful` services get ordinals `<service>-0`, `<service>-1`… updated in place. Scaling down
 removes the newest (stateless) or the highest ordinals (stateful) first; stateful ordinals one
-at a time, each once the agents have let go of every higher one (`ordered_stop.py`). The rollout controller
-(a later issue) steers spec changes through `derived/rollout/<tenant>/<service>`: see
-`rollout_counts` and docs/controllers.md.
+at a time, each once the agents have let go of every higher one (`ordered_stop.py`). The rollout
+controller (engine/rollout) steers spec changes through `derived/rollout/<tenant>/<service>`: see
+`rollout_counts`, `rollout_build` and docs/controllers.md.
 """
 
 from __future__ import annotations
@@ -18,15 +18,14 @@ from collections.abc import Mapping
 from typing import Any, ClassVar, NamedTuple
 
 from ccattler.engine.autoscale.effective import effective_service
-from ccattler.engine.controllers.ordered_stop import StopWindow, ordinal_of, removable, stop_window
+from ccattler.engine.controllers.ordered_stop import OBSERVED, StopWindow, ordinal_of, removable, stop_window
 from ccattler.engine.disruption.surge import surge
 from ccattler.engine.facts import ServiceRef, instance_key
-from ccattler.engine.facts.keys import DISRUPTIONS, OBSERVED, SCALE
+from ccattler.engine.facts.keys import DISRUPTIONS, ROLLOUTS, SCALE
 from ccattler.engine.facts.snapshot import ChangeSet, Snapshot
 
 SERVICES = "desired/service/"
 INSTANCES = "derived/instance/"
-ROLLOUTS = "derived/rollout/"
 
 #: The fields of a service whose change needs a new container (everything the container is built from).
 SPEC_FIELDS = ("image", "command", "env", "config", "resources", "secrets", "connections", "volumes", "init")
@@ -77,6 +76,33 @@ def rollout_counts(
     counts = {str(k): v for k, v in (rollout.get("counts") or {}).items() if isinstance(v, int) and v >= 0}
     counts.setdefault(spec, instances)
     return counts
+
+
+def rollout_stale(spec: str, rollout: Mapping[str, Any] | None) -> bool:
+    """A rollout document about another spec: the rollout controller has not seen the change yet,
+    so the service's instances are held as they are (never all replaced at once meanwhile)."""
+    return isinstance(rollout, Mapping) and rollout.get("spec") != spec
+
+
+def rollout_build(
+    service: Mapping[str, Any], spec: str, rollout: Mapping[str, Any] | None
+) -> tuple[str, Mapping[str, Any]]:
+    """(the spec new instances are built from, the fields they are built from): the current spec
+    and the service, or after a rollback the previous spec and its fields from the document."""
+    if not rollout or rollout.get("spec") != spec:
+        return spec, service
+    build = rollout.get("build")
+    fields = (rollout.get("fields") or {}).get(build) if isinstance(build, str) else None
+    if build == spec or not isinstance(fields, Mapping):
+        return spec, service
+    return str(build), fields
+
+
+def rollout_drop(rollout: Mapping[str, Any] | None, spec: str) -> frozenset[str]:
+    """Old-spec instances the rollout removes first (the unready ones, then those its budget allows)."""
+    if not rollout or rollout.get("spec") != spec:
+        return frozenset()
+    return frozenset(str(name) for name in rollout.get("drop") or ())
 
 
 class _Existing(NamedTuple):  # a NamedTuple: ten thousand of these are built per reconcile
@@ -143,6 +169,8 @@ class InstanceController:
             if replica_count(service) is None:
                 continue  # malformed (admission should have refused it): leave its instances alone
             rollout = snapshot.get(ROLLOUTS + full)
+            if have and rollout_stale(spec_hash(service), rollout):
+                continue  # the rollout controller steps the change (it runs first in a round)
             disruption = snapshot.get(DISRUPTIONS + full)  # a drain's surge and removals
             ref = ServiceRef(*full.split("/", 1))
             inputs = (service, rollout, {inst.key: inst.doc for inst in have}, disruption)
@@ -202,8 +230,10 @@ def _stateless(
 ) -> None:
     spec = spec_hash(service)
     counts = rollout_counts(service, spec, rollout)
+    build, source = rollout_build(service, spec, rollout)
+    drop = rollout_drop(rollout, spec)
     # A drain (engine/disruption): surge instances on top, and the drained ones it removes.
-    counts, have, evicted = surge(counts, spec, have, [inst.name for inst in have], disruption)
+    counts, have, evicted = surge(counts, build, have, [inst.name for inst in have], disruption)
     by_spec: dict[str, list[_Existing]] = defaultdict(list)
     removed: list[str] = [inst.key for inst in evicted]
     taken = {inst.name for inst in evicted}
@@ -216,25 +246,27 @@ def _stateless(
     for old_spec, instances in by_spec.items():
         keep = counts.get(old_spec, 0)
         ordered = _oldest_first(instances)
+        if drop:  # the ones the rollout drops go first
+            ordered = sorted(ordered, key=lambda inst: inst.name in drop)
         removed.extend(inst.key for inst in ordered[keep:])
-        if old_spec == spec:
+        if old_spec == build:
             kept_current = min(keep, len(ordered))
             for inst in ordered[:keep]:  # rewrite a current-spec document only if its shape is stale
-                want = _document(ref, service, spec, inst.name, None)
+                want = _document(ref, source, build, inst.name, None)
                 if dict(inst.doc) != want:
                     puts[inst.key] = want
 
     taken |= {inst.name for inst in have}
     created: list[str] = []
     slot = 0
-    while len(created) < counts[spec] - kept_current:
-        name = f"{ref.name}-{instance_suffix(ref, spec, slot)}"
+    while len(created) < counts.get(build, 0) - kept_current:
+        name = f"{ref.name}-{instance_suffix(ref, build, slot)}"
         slot += 1
         if name in taken:
             continue
         taken.add(name)
         key = instance_key(ref, name)
-        puts[key] = _document(ref, service, spec, name, None)
+        puts[key] = _document(ref, source, build, name, None)
         created.append(key)
 
     # A replaced instance and its replacement commit together: never a moment with neither.
@@ -255,6 +287,7 @@ def _stateful(
 ) -> None:
     spec = spec_hash(service)
     counts = rollout_counts(service, spec, rollout)
+    build, source = rollout_build(service, spec, rollout)
     total = replica_count(service) or 0
     by_ordinal: dict[int, _Existing] = {}
     beyond: dict[int, str] = {}
@@ -274,9 +307,9 @@ def _stateful(
         name = f"{ref.name}-{ordinal}"
         inst = by_ordinal.get(ordinal)
         old_spec = str(inst.doc.get("spec")) if inst else None
-        if inst and old_spec != spec and kept_old[old_spec] < counts.get(old_spec, 0):
+        if inst and old_spec != build and kept_old[old_spec] < counts.get(old_spec, 0):
             kept_old[old_spec] += 1
             continue
-        want = _document(ref, service, spec, name, ordinal)
+        want = _document(ref, source, build, name, ordinal)
         if inst is None or dict(inst.doc) != want:
             puts[instance_key(ref, name)] = want

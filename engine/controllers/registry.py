@@ -1,6 +1,8 @@
 """The controllers the server's runner (and `cca plan`'s settle) runs, in the order they run.
 
-Order matters for settling quickly: instances exist before they are placed, node conditions are
+Order matters for settling quickly: the rollout controller has seen a spec change before the
+instance controller applies it (meanwhile a stale rollout document holds the instances), instances
+exist before they are placed, node conditions are
 known before placement avoids down nodes (and before the disruption controller drains them; its
 moves reach placement in the same round), and addresses follow placements. The knobs are
 `ControllerConfig`'s fields (cluster CIDR, per-node prefix, service CIDR, placement options).
@@ -22,6 +24,7 @@ from ccattler.engine.facts.snapshot import Controller
 from ccattler.engine.netpolicy.controller import NetpolicyController
 from ccattler.engine.placement.controller import PlacementController
 from ccattler.engine.placement.run import PlanOptions
+from ccattler.engine.rollout.controller import RolloutController
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,11 +40,12 @@ class ControllerConfig:
 
 
 def default_controllers(config: ControllerConfig | None = None) -> list[Controller]:
-    """Autoscaler → instance → failure → disruption → placement → network → endpoint → netpolicy: what
-    `cca server` and `cca up` run."""
+    """Autoscaler → rollout → instance → failure → disruption → placement → network → endpoint →
+    netpolicy: what `cca server` and `cca up` run."""
     config = config or ControllerConfig()
     return [
         AutoscaleController(config.time_zone),
+        RolloutController(),
         InstanceController(),
         FailureController(),
         DisruptionController(config.rebalance),

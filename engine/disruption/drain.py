@@ -18,9 +18,10 @@ from typing import Any
 
 from ccattler.engine.disruption import budget
 
-#: The rollout document's states that mean "nothing is being rolled out any more".
-ROLLOUT_DONE = frozenset({"done", "complete", "completed", "finished", "rolled back", "rolled_back",
-                          "idle"})
+#: The rollout document's states that mean "nothing is being rolled out any more": the rollout
+#: controller's settled states (engine/rollout/controller.py `SETTLED`; a `failed` rollout steps no
+#: more, so a drain does not wait for it).
+ROLLOUT_DONE = frozenset({"complete", "rolled back", "failed"})
 
 
 @dataclass(frozen=True, slots=True)

@@ -57,6 +57,8 @@ DESIRED_LP = "desired/lp/"
 
 # derived/…: what the controllers decided.
 INSTANCES = "derived/instance/"
+#: Per service, the rolling update the rollout controller steps (engine/rollout): counts per spec
+#: for the instance controller, the previous spec's fields for agents, state, reason and history.
 ROLLOUTS = "derived/rollout/"
 NODE_CONDITIONS = "derived/node/"
 SUBNETS = "derived/network/subnet/"

@@ -147,6 +147,31 @@ def test_desired_instances_reads_the_slice() -> None:
     assert [(p.kind, p.port, p.every) for p in spec.probes] == [("liveness", 8080, 5.0)]
 
 
+def test_an_old_spec_instance_is_built_from_the_rollout_documents_fields() -> None:
+    """During a rolling update (or after a rollback) an instance keeps its own spec's command and
+    env: the rollout document carries them; the current spec's instances use the service's."""
+    def placed(name: str) -> tuple[str, dict]:
+        return f"derived/placement/default/{name}", {"service": "default/web", "instance": name, "node": "n1"}
+
+    facts = dict([placed("web-old"), placed("web-new")])
+    facts["desired/service/default/web"] = {"image": "app:2", "command": "serve --v2", "env": {"MODE": "new"}}
+    facts["derived/instance/default/web/web-old"] = {"spec": "v1", "image": "app:1"}
+    facts["derived/instance/default/web/web-new"] = {"spec": "v2", "image": "app:2"}
+    facts["derived/rollout/default/web"] = {"spec": "v2", "fields": {
+        "v1": {"image": "app:1", "command": "serve --v1", "env": {"MODE": "old"}}}}
+    specs = desired_instances(facts, "n1")
+    old, new = specs["default/web-old"], specs["default/web-new"]
+    assert (old.image, old.command, dict(old.env)) == ("app:1", "serve --v1", {"MODE": "old"})
+    assert (new.image, new.command, dict(new.env)) == ("app:2", "serve --v2", {"MODE": "new"})
+    # Just after an apply the rollout document still names the old spec (the controller has not
+    # run yet): the old instance keeps its own fields, never rebuilt from the new service document.
+    del facts["derived/instance/default/web/web-new"], facts["derived/placement/default/web-new"]
+    facts["derived/rollout/default/web"] = {"spec": "v1", "fields": {
+        "v1": {"image": "app:1", "command": "serve --v1", "env": {"MODE": "old"}}}}
+    (old,) = desired_instances(facts, "n1").values()
+    assert (old.command, dict(old.env)) == ("serve --v1", {"MODE": "old"})
+
+
 class SecretSim(SimRuntime):
     """The sim runtime noting each secret rewrite (it keeps no files)."""
 

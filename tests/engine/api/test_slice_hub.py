@@ -179,3 +179,21 @@ def test_every_node_gets_every_services_names(store):
         assert [(e.kind, e.key) for e in read_until(n1, 1)] == [("delete", "derived/dns/shop/db")]
     finally:
         hub.close()
+
+
+def test_a_rollout_document_goes_where_its_service_runs(store):
+    """It carries the previous spec's fields: the agents building old instances need it."""
+    rollout = {"spec": "v2", "fields": {"v1": {"env": {"MODE": "old"}}}}
+    store.put("derived/rollout/shop/web", rollout)
+    hub = SliceHub(store)
+    try:
+        n1, n2 = hub.stream("n1", 0, lambda: True), hub.stream("n2", 0, lambda: True)
+        assert ("put", "derived/rollout/shop/web") in initial(n1)
+        assert ("put", "derived/rollout/shop/web") not in initial(n2)
+        store.put("derived/rollout/shop/web", {**rollout, "state": "complete"})
+        assert [(e.kind, e.key) for e in read_until(n1, 1)] == [("put", "derived/rollout/shop/web")]
+        store.put("derived/placement/shop/web-a1", placement("n2"))
+        assert ("delete", "derived/rollout/shop/web") in {(e.kind, e.key) for e in read_until(n1, 4)}
+        assert ("put", "derived/rollout/shop/web") in {(e.kind, e.key) for e in read_until(n2, 4)}
+    finally:
+        hub.close()

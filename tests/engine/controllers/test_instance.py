@@ -7,7 +7,7 @@ import re
 import pytest
 from controller_builders import World, node, service
 
-from ccattler.engine.controllers.instance import InstanceController, instance_suffix, spec_hash
+from ccattler.engine.controllers.instance import SPEC_FIELDS, InstanceController, instance_suffix, spec_hash
 from ccattler.engine.facts import ServiceRef
 from ccattler.engine.facts.snapshot import ChangeSet
 
@@ -291,10 +291,73 @@ def test_a_rollout_document_keeps_old_instances_while_the_new_spec_comes_up():
     specs = sorted(doc["spec"] for doc in world.under(PREFIX).values())
     assert specs.count(old_spec) == 2 and specs.count(new_spec) == 2
     assert len(old & set(names(world))) == 2
-    # A rollout document about another spec is stale: the service's own count wins.
+    # A rollout document about another spec is stale (the rollout controller has not seen the
+    # change yet): the instances are held as they are, never all replaced at once meanwhile.
+    before = dict(world.under(PREFIX))
     world.put("derived/rollout/default/web", {"spec": "0123", "counts": {old_spec: 3}})
     run(world)
+    assert dict(world.under(PREFIX)) == before
+    # Without any rollout document (no rollout controller) the service's own count wins.
+    world.delete("derived/rollout/default/web")
+    run(world)
     assert [doc["spec"] for doc in world.under(PREFIX).values()] == [new_spec] * 3
+
+
+def test_a_rollout_drops_the_instances_it_names_first():
+    world = World(service(instances=3))
+    run(world)
+    old_spec = spec_hash(service()[1])
+    newest = names(world)[-1]
+    first = sorted(names(world))[0]
+    new_service = service(instances=3, image="busybox:2")
+    new_spec = spec_hash(new_service[1])
+    world.put(*new_service)
+    world.put("derived/rollout/default/web", {"spec": new_spec, "counts": {old_spec: 2, new_spec: 1},
+                                              "drop": [first]})
+    run(world)
+    assert first not in names(world) and newest in names(world)
+
+
+def test_a_rolled_back_document_builds_instances_of_the_previous_spec_from_its_fields():
+    old_service = service(instances=2)
+    world = World(old_service)
+    run(world)
+    old_spec = spec_hash(old_service[1])
+    old = sorted(names(world))
+    fields = {f: old_service[1].get(f) for f in SPEC_FIELDS}
+    bad = service(instances=2, image="busybox:bad")
+    bad_spec = spec_hash(bad[1])
+    world.put(*bad)
+    world.put("derived/rollout/default/web", {"spec": bad_spec, "counts": {old_spec: 1, bad_spec: 2}})
+    run(world)
+    assert sorted(d["spec"] for d in world.under(PREFIX).values()) == sorted([old_spec, bad_spec, bad_spec])
+    # Rolled back: the bad spec to 0, the previous one to 2 — re-created under its own names.
+    world.put("derived/rollout/default/web", {"spec": bad_spec, "build": old_spec,
+                                              "counts": {old_spec: 2, bad_spec: 0},
+                                              "fields": {old_spec: fields}})
+    run(world)
+    docs = list(world.under(PREFIX).values())
+    assert [d["spec"] for d in docs] == [old_spec] * 2 and sorted(names(world)) == old
+    assert {d["image"] for d in docs} == {old_service[1]["image"]}
+
+
+def test_a_rolled_back_stateful_service_rewrites_its_ordinals_to_the_previous_spec():
+    old_service = service(instances=2, stateful=True)
+    world = World(old_service)
+    run(world)
+    old_spec = spec_hash(old_service[1])
+    fields = {f: old_service[1].get(f) for f in SPEC_FIELDS}
+    bad = service(instances=2, stateful=True, image="busybox:bad")
+    bad_spec = spec_hash(bad[1])
+    world.put(*bad)
+    world.put("derived/rollout/default/web", {"spec": bad_spec, "counts": {old_spec: 1, bad_spec: 2}})
+    run(world)
+    assert [d["spec"] for d in world.under(PREFIX).values()] == [old_spec, bad_spec]  # web-1 first
+    world.put("derived/rollout/default/web", {"spec": bad_spec, "build": old_spec,
+                                              "counts": {old_spec: 2, bad_spec: 0},
+                                              "fields": {old_spec: fields}})
+    run(world)
+    assert [d["spec"] for d in world.under(PREFIX).values()] == [old_spec, old_spec]
 
 
 def test_depends_on_names_the_service_and_its_rollout():

@@ -8,8 +8,8 @@ from ccattler.engine.facts import owner_of
 
 def test_order_and_one_writer_per_prefix():
     controllers = default_controllers()
-    assert [c.name for c in controllers] == ["autoscaler", "instance", "failure", "disruption", "placement",
-                                             "network", "endpoint", "netpolicy"]
+    assert [c.name for c in controllers] == ["autoscaler", "rollout", "instance", "failure", "disruption",
+                                             "placement", "network", "endpoint", "netpolicy"]
     prefixes = [p for c in controllers for p in c.writes]
     assert len(prefixes) == len(set(prefixes))
     for controller in controllers:

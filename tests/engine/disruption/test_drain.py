@@ -50,7 +50,7 @@ def test_a_drain_waits_for_a_rollout():
     running = {"spec": "s2", "counts": {"s1": 1, "s2": 1}}
     one_spec = [Member("web-a", "n1", True, "s2"), Member("web-b", "n2", True, "s2")]
     assert drain_step("web", svc, one_spec, {"n1"}, running).waits == {"n1": "web rollout in progress"}
-    assert drain_step("web", svc, one_spec, {"n1"}, {"state": "done"}).remove == ("web-a",)
+    assert drain_step("web", svc, one_spec, {"n1"}, {"state": "complete"}).remove == ("web-a",)
 
 
 def test_drain_of_a_one_instance_service_with_min_available_1_replaces_first():
@@ -130,3 +130,10 @@ def test_a_stateful_drain_moves_one_ordinal_at_a_time_within_the_budget():
         assert sim.ready("db") >= 1, sim.history[-1]
     assert set(sim.instances("db")) == {"db-0", "db-1"}
     assert all(n != source for n, _ in sim.instances("db").values())
+
+
+def test_the_rollout_controllers_settled_states_do_not_hold_a_drain():
+    from ccattler.engine.disruption.drain import ROLLOUT_DONE
+    from ccattler.engine.rollout.controller import SETTLED
+
+    assert ROLLOUT_DONE == SETTLED

@@ -204,6 +204,18 @@ class ScaleRequest(_message.Message):
     dry_run: bool
     def __init__(self, service: _Optional[str] = ..., tenant: _Optional[str] = ..., instances: _Optional[int] = ..., dry_run: _Optional[bool] = ...) -> None: ...
 
+class RolloutRequest(_message.Message):
+    __slots__ = ("service", "tenant", "action", "dry_run")
+    SERVICE_FIELD_NUMBER: _ClassVar[int]
+    TENANT_FIELD_NUMBER: _ClassVar[int]
+    ACTION_FIELD_NUMBER: _ClassVar[int]
+    DRY_RUN_FIELD_NUMBER: _ClassVar[int]
+    service: str
+    tenant: str
+    action: str
+    dry_run: bool
+    def __init__(self, service: _Optional[str] = ..., tenant: _Optional[str] = ..., action: _Optional[str] = ..., dry_run: _Optional[bool] = ...) -> None: ...
+
 class LogChunk(_message.Message):
     __slots__ = ("instance", "data")
     INSTANCE_FIELD_NUMBER: _ClassVar[int]

@@ -199,6 +199,11 @@ class ClusterStub:
                 request_serializer=ccattler_dot_v1_dot_api__pb2.NodeIntentRequest.SerializeToString,
                 response_deserializer=ccattler_dot_v1_dot_api__pb2.Json.FromString,
                 _registered_method=True)
+        self.Rollout = channel.unary_unary(
+                '/ccattler.v1.Cluster/Rollout',
+                request_serializer=ccattler_dot_v1_dot_api__pb2.RolloutRequest.SerializeToString,
+                response_deserializer=ccattler_dot_v1_dot_api__pb2.Json.FromString,
+                _registered_method=True)
 
 
 class ClusterServicer:
@@ -407,6 +412,13 @@ class ClusterServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Rollout(self, request, context):
+        """`cca rollout status|history|undo SERVICE` (engine/rollout).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ClusterServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -573,6 +585,11 @@ def add_ClusterServicer_to_server(servicer, server):
             'NodeIntent': grpc.unary_unary_rpc_method_handler(
                     servicer.NodeIntent,
                     request_deserializer=ccattler_dot_v1_dot_api__pb2.NodeIntentRequest.FromString,
+                    response_serializer=ccattler_dot_v1_dot_api__pb2.Json.SerializeToString,
+            ),
+            'Rollout': grpc.unary_unary_rpc_method_handler(
+                    servicer.Rollout,
+                    request_deserializer=ccattler_dot_v1_dot_api__pb2.RolloutRequest.FromString,
                     response_serializer=ccattler_dot_v1_dot_api__pb2.Json.SerializeToString,
             ),
     }
@@ -1466,6 +1483,33 @@ class Cluster:
             target,
             '/ccattler.v1.Cluster/NodeIntent',
             ccattler_dot_v1_dot_api__pb2.NodeIntentRequest.SerializeToString,
+            ccattler_dot_v1_dot_api__pb2.Json.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Rollout(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ccattler.v1.Cluster/Rollout',
+            ccattler_dot_v1_dot_api__pb2.RolloutRequest.SerializeToString,
             ccattler_dot_v1_dot_api__pb2.Json.FromString,
             options,
             channel_credentials,
