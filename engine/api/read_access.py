@@ -30,8 +30,8 @@ def capability_of(guard: ReadGuard) -> tuple[str, str | None]:
 class ReadAccess:
     """Read decisions for one principal over one store (not thread-safe: one per call)."""
 
-    def __init__(self, store: Store, principal: Principal, ttl: float = TTL) -> None:
-        self.store, self.principal, self.ttl = store, principal, ttl
+    def __init__(self, store: Store, principal: Principal, ttl: float | None = None) -> None:
+        self.store, self.principal, self.ttl = store, principal, TTL if ttl is None else ttl
         self._decided: dict[ReadGuard, admission.Decision] = {}
         self._since = time.monotonic()
 
