@@ -23,7 +23,7 @@ from ccattler.engine.api.tunnel import TunnelHub
 from ccattler.engine.auth import redeem_join_token
 from ccattler.engine.facts import CcaError, check_value, parse_service
 from ccattler.engine.pki import NODE_LIFETIME, WORKLOAD_LIFETIME, CertificateAuthority, PkiError, cert_pem
-from ccattler.engine.pki.ca import load_csr
+from ccattler.engine.pki.ca import csr_key
 from ccattler.engine.secrets import KeyProvider, reveal_secret
 from ccattler.engine.store import Compare, LeaseNotFound, Store
 
@@ -87,7 +87,7 @@ class AgentService:
     def Join(self, request: api_pb2.JoinRequest, call: Call) -> api_pb2.Certificate:
         node = _node_name(request.node)
         try:
-            load_csr(request.csr)  # check before spending the single-use token
+            csr_key(request.csr)  # check all the CA checks before spending the single-use token
         except PkiError as exc:
             raise BadRequest(str(exc)) from None
         if self.store.get(f"observed/node/{node}") is not None:  # no taking over a live node's name
