@@ -394,10 +394,14 @@ def _guarded_key(key: str) -> str:
 
 
 def _named(rows: list[dict[str, Any]], name: str) -> list[dict[str, Any]]:
+    """The rows called `name`; rows without a name (events) match by their key's last segment."""
+    def called(row: dict[str, Any]) -> str:
+        return row.get("name") or row["key"].rsplit("/", 1)[-1]
+
     if "/" not in name:
-        return [r for r in rows if r["name"] == name]
+        return [r for r in rows if called(r) == name]
     ref = parse_service(name)
-    return [r for r in rows if r["name"] == ref.name and r.get("tenant") in (ref.tenant, None)]
+    return [r for r in rows if called(r) == ref.name and r.get("tenant") in (ref.tenant, None)]
 
 
 def _who(principal: Principal | None) -> str:
