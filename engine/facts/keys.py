@@ -227,12 +227,18 @@ class ReadGuard:
 _CLUSTER_ONLY = ReadGuard("cluster", None)
 
 
+#: Guard prefixes not ending in "/" (a single key such as `derived/rebalance`).
+_UNSLASHED = tuple(p for p in READ_GUARDS if not p.endswith("/"))
+
+
 def _guard_prefix(key: str) -> str | None:
-    best = None
-    for prefix in READ_GUARDS:
-        if key.startswith(prefix) and (best is None or len(prefix) > len(best)):
-            best = prefix
-    return best
+    """The longest guard prefix of `key`: dictionary lookups of its first 3, 2, 1 segments (a
+    watch judges every event: this is its per-key cost), then the unslashed ones."""
+    parts = key.split("/", 3)
+    for n in (3, 2, 1):
+        if len(parts) > n and (candidate := "/".join(parts[:n]) + "/") in READ_GUARDS:
+            return candidate
+    return next((p for p in _UNSLASHED if key.startswith(p)), None)
 
 
 def read_guard(key: str) -> ReadGuard:

@@ -119,3 +119,19 @@ def test_a_node_cannot_report_another_nodes_instance(cluster, tmp_path):
             mine, observation("observed/metric/t/web/rps/n1", {"value": 2})]))
     assert cluster.store.get("observed/instance/t/web-2").value["state"] == "running"
     assert cluster.store.get("observed/instance/t/web-3").value["node"] == "n2"
+
+
+def test_the_guard_lookup_is_the_longest_prefix():
+    import itertools
+
+    from ccattler.engine.facts.keys import _guard_prefix
+
+    def longest(key):
+        return max((p for p in READ_GUARDS if key.startswith(p)), key=len, default=None)
+
+    segments = ["desired", "derived", "observed", "secret", "auth", "network", "ip", "service", "rebalance",
+                "re", "node", "a", ""]
+    for size in (1, 2, 3, 4):
+        for combo in itertools.product(segments, repeat=size):
+            for key in ("/".join(combo), "/".join(combo) + "/"):
+                assert _guard_prefix(key) == longest(key), key
