@@ -179,3 +179,11 @@ def test_denials_are_audited(two_tenants):
     records = [f.value for f in cluster.store.range("audit/")[0]]
     assert any(r.get("verb") == "Get" and r.get("decision") == "denied" and "ann" in r.get("principal", "")
                for r in records), records
+
+
+def test_top_of_every_tenant_shows_only_readable_ones(two_tenants):
+    _, ann = two_tenants
+    rows = ann.json("Top", api_pb2.GetRequest(kind="workloads", all_tenants=True))["items"]
+    assert [r["service"] for r in rows] == ["a/web"]
+    denied(ann.json, "Top", api_pb2.GetRequest(kind="workloads", tenant="b"))
+    denied(ann.json, "Top", api_pb2.GetRequest(kind="nodes"))
