@@ -187,3 +187,18 @@ def test_top_of_every_tenant_shows_only_readable_ones(two_tenants):
     assert [r["service"] for r in rows] == ["a/web"]
     denied(ann.json, "Top", api_pb2.GetRequest(kind="workloads", tenant="b"))
     denied(ann.json, "Top", api_pb2.GetRequest(kind="nodes"))
+
+
+def test_following_events_merges_the_three_roots_filtered(two_tenants):
+    """`cca events --follow`: three filtered watches, not the admin's empty prefix."""
+    cluster, ann = two_tenants
+    events = ann.watch_state(from_revision=1)
+    cluster.store.put("observed/instance/b/pay-7", {"node": "n1"})
+    cluster.store.put("observed/instance/a/web-7", {"node": "n1"})
+    keys, wanted = [], {"desired/service/a/web", "derived/instance/a/web/web-1", "observed/instance/a/web-7"}
+    for event in events:  # the roots arrive interleaved: read until each has delivered
+        keys.append(event["key"])
+        if wanted <= set(keys):
+            break
+    events.close()
+    assert not [k for k in keys if "/b/" in k or k.startswith(("desired/role/", "desired/grant/"))], keys
