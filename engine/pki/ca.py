@@ -59,7 +59,7 @@ def load_key(pem: bytes) -> ec.EllipticCurvePrivateKey:
 def load_cert(pem: bytes) -> x509.Certificate:
     try:
         return x509.load_pem_x509_certificate(pem)
-    except ValueError as exc:
+    except (ValueError, x509.InvalidVersion) as exc:  # InvalidVersion is no ValueError (tests/fuzz)
         raise PkiError(f"not a PEM certificate: {exc}") from None
 
 
@@ -76,7 +76,7 @@ def make_csr(key: ec.EllipticCurvePrivateKey, name: str) -> bytes:
 def load_csr(pem: bytes) -> x509.CertificateSigningRequest:
     try:
         csr = x509.load_pem_x509_csr(pem)
-    except ValueError as exc:
+    except (ValueError, x509.InvalidVersion) as exc:  # InvalidVersion is no ValueError (tests/fuzz)
         raise PkiError(f"not a PEM certificate signing request: {exc}") from None
     try:  # parsed lazily: a damaged key or an unknown algorithm shows only here (found by tests/fuzz)
         csr.public_key()

@@ -62,6 +62,12 @@ ODD_CSRS = [
     pytest.param(GOOD_CERT, id="a-certificate-not-a-csr"),
     pytest.param(GOOD_CSR.replace(b"CERTIFICATE REQUEST", b"CERTIFICATE"), id="wrong-label"),
     pytest.param(GOOD_CSR * 3, id="three-csrs"),
+    pytest.param(b"-----BEGIN CERTIFICATE REQUEST-----\n"  # found by the fuzzer: version 1
+                 b"MIHHMG8CAQEwDTELMAkGA1UEAwwCbjkwWTATBgcqhkjOPQIBBggqhkjOPQMBBwNCAAT/0chfKhJX\n"
+                 b"IBXDaubTd/rcTb636og91TW1s6TTGzzlcYx+BCeFOlXiTqxZJmlSOexCuHnD4RyEFXIA24IIHYPi\n"
+                 b"oAAwCgYIKoZIzj0EAwIDSAAwRQIgH0mEcXxBs7tz0/aW8x2x6yWqk3WnW9F6hm5CvroqwtMCIQCA\n"
+                 b"SPm+CVsde1mLg3KnlJIxZmcQ2r9DIJPYsz19AGe9Fw==\n-----END CERTIFICATE REQUEST-----\n",
+                 id="csr-version-1"),
     pytest.param(b"", id="empty"),
     pytest.param(b"\x00" * 64, id="nuls"),
 ]
