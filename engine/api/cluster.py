@@ -179,11 +179,10 @@ class ClusterService(WorkloadCalls, NodeCalls):
 
     def ExplainNetwork(self, request: api_pb2.ExplainNetworkRequest, call: Call) -> api_pb2.Json:
         from ccattler.engine.api.netpolicy import explain_network_live
+        from ccattler.engine.netpolicy import parse_endpoint
 
         if not request.destination:
             raise BadRequest("explain connection|service needs a destination service")
-        from ccattler.engine.netpolicy import parse_endpoint
-
         # The answer shows rules of both ends: the caller reads both services.
         for end in (request.destination, request.source):
             if end:
