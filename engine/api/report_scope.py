@@ -1,8 +1,8 @@
-"""Which observed keys a node may write with `Agent.Report`: only its own instances' state and its
-own metric samples, judged against placement.
+"""Which observed keys a node may write with `Agent.Report`: only its own instances' state (judged
+against placement) and its own samples of declared services' metrics.
 
-`report_view` reads what the judgement needs (current documents, placements, the nodes each
-metric's service runs on) in two store reads; `check_report` is pure over that view, so the
+`report_view` reads what the judgement needs (current documents, placements, which of the
+metrics' services are declared) in two store reads; `check_report` is pure over that view, so the
 handler calls it per observation and the whole batch is refused (PERMISSION_DENIED, audited by
 the call layer as a denial) at the first key that is not the node's.
 """
@@ -20,6 +20,7 @@ from ccattler.engine.store import Store
 _INSTANCE = "observed/instance/"
 _METRIC = "observed/metric/"
 _PLACEMENT = "derived/placement/"
+_SERVICE = "desired/service/"
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,8 +31,8 @@ class ReportView:
     current: Mapping[str, Any]
     #: `tenant/instance` → the node it is placed on (absent: not placed).
     placed: Mapping[str, str | None]
-    #: `tenant/service` → the nodes running an instance of it (for metric samples).
-    runs_on: Mapping[str, frozenset[str]]
+    #: The `tenant/service`s of the reported metric samples that are declared.
+    declared: frozenset[str]
 
 
 def _instance_ref(key: str) -> str | None:
@@ -45,23 +46,16 @@ def _metric_service(key: str) -> str | None:
 
 
 def report_view(store: Store, keys: Iterable[str], current: Mapping[str, Any]) -> ReportView:
-    """The placements of the reported instances and the nodes of the reported metrics' services
+    """The placements of the reported instances and which reported metrics' services are declared
     (`current`: the reported keys' facts, already read by the caller for its guarded txn)."""
     keys = list(keys)
     instances = {ref for ref in map(_instance_ref, keys) if ref}
     services = {ref for ref in map(_metric_service, keys) if ref}
-    placed: dict[str, str | None] = {}
-    runs_on: dict[str, set[str]] = {s: set() for s in services}
-    if instances:
-        facts = store.get_many([_PLACEMENT + ref for ref in instances])
-        placed = {ref: _node_of(facts.get(_PLACEMENT + ref)) for ref in instances}
-    for tenant in {s.split("/", 1)[0] for s in services}:  # one range per tenant with metrics
-        for fact in store.range(f"{_PLACEMENT}{tenant}/")[0]:
-            service, node = (fact.value or {}).get("service"), _node_of(fact)
-            if service in runs_on and node:
-                runs_on[service].add(node)
+    facts = store.get_many([_PLACEMENT + ref for ref in instances] + [_SERVICE + ref for ref in services])
+    placed = {ref: _node_of(facts.get(_PLACEMENT + ref)) for ref in instances}
+    declared = frozenset(ref for ref in services if _SERVICE + ref in facts)
     return ReportView({k: getattr(f, "value", f) for k, f in current.items() if f is not None},
-                      placed, {s: frozenset(n) for s, n in runs_on.items()})
+                      placed, declared)
 
 
 def _node_of(fact: Any) -> str | None:
@@ -76,8 +70,9 @@ def check_report(node: str, key: str, value: Mapping[str, Any] | None, view: Rep
       placed on the caller — or the current document is already the caller's (an instance that
       moved away or whose service was deleted is still stopped and reported by its old node).
       Deleting a document that does not exist changes nothing and is let through.
-    - `observed/metric/<t>/<svc>/<name>/<node>`: the caller's own sample of a service it runs
-      (deleting its own sample needs no placement).
+    - `observed/metric/<t>/<svc>/<name>/<node>`: the caller's own sample of a declared service
+      (a node measures services it does not run: requests at its gates, connections its clients
+      open to a VIP — agent/service_metrics.py); deleting its own sample always passes.
     - anything else, another node's document included, is refused; the node's own
       `observed/node/<node>` is RegisterNode's (it carries the lease).
     """
@@ -99,9 +94,9 @@ def check_report(node: str, key: str, value: Mapping[str, Any] | None, view: Rep
                         + (f"placed on {where}" if where else "not placed on any node"))
     service = _metric_service(key)
     if service is not None and key.rsplit("/", 1)[1] == node:
-        if value is None or node in view.runs_on.get(service, frozenset()):
+        if value is None or service in view.declared:
             return
-        raise Forbidden(f"node {node} may not report {key}: no instance of {service} is placed on it")
+        raise Forbidden(f"node {node} may not report {key}: service {service} is not declared")
     if key == f"observed/node/{node}":
         raise BadRequest("report the node document with RegisterNode (it carries the node's lease)")
     raise Forbidden(f"node {node} may not write {key!r}: only its own observed/ keys")

@@ -90,6 +90,7 @@ def test_reporting_own_instances_and_metrics(cluster, tmp_path):
     client, _ = join(cluster, tmp_path, "n1")
     cluster.store.put("derived/placement/default/web-x1", {"service": "default/web", "instance": "web-x1",
                                                           "node": "n1"})
+    cluster.store.put("desired/service/default/web", {"kind": "service", "tenant": "default", "name": "web"})
     with client:
         client.unary(client.agent, "Report", api_pb2.ReportRequest(observations=[
             api_pb2.Observation(key="observed/instance/default/web-x1",

@@ -19,11 +19,11 @@ from tests.engine.api.test_agent_calls import join
 
 INST = "observed/instance/t/web-1"
 METRIC = "observed/metric/t/web/rps/n1"
-VIEW = ReportView(current={}, placed={"t/web-1": "n1"}, runs_on={"t/web": frozenset({"n1"})})
+VIEW = ReportView(current={}, placed={"t/web-1": "n1"}, declared=frozenset({"t/web"}))
 
 
-def view(placed=None, current=None, runs_on=None):
-    return ReportView(current or {}, {"t/web-1": placed} if placed else {}, runs_on or {})
+def view(placed=None, current=None, declared=()):
+    return ReportView(current or {}, {"t/web-1": placed} if placed else {}, frozenset(declared))
 
 
 @pytest.mark.parametrize(("key", "value", "v"), [
@@ -33,8 +33,7 @@ def view(placed=None, current=None, runs_on=None):
     pytest.param(INST, {"node": "n1"}, view("n1", {INST: {"node": "n2"}}), id="moved-here-from-lost-node"),
     pytest.param(INST, None, view(None), id="delete-nothing"),
     pytest.param(INST, None, view("n2", {INST: {"node": "n1"}}), id="delete-own-doc"),
-    pytest.param(METRIC, {"value": 1}, view(runs_on={"t/web": frozenset({"n1"})}),
-                 id="metric-of-a-service-here"),
+    pytest.param(METRIC, {"value": 1}, view(declared={"t/web"}), id="metric-of-a-declared-service"),
     pytest.param(METRIC, None, view(), id="delete-own-metric"),
 ])
 def test_allowed_reports(key, value, v):
@@ -49,7 +48,7 @@ def test_allowed_reports(key, value, v):
                  id="overwrite-other"),
     pytest.param(INST, None, view("n2", {INST: {"node": "n2"}}), "placed on n2", id="delete-other"),
     pytest.param(INST, {"state": "running"}, view("n1"), "names node None", id="no-node-field"),
-    pytest.param(METRIC, {"value": 1}, view(), "no instance of t/web", id="metric-elsewhere"),
+    pytest.param(METRIC, {"value": 1}, view(), "service t/web is not declared", id="metric-undeclared"),
     pytest.param("observed/metric/t/web/rps/n2", {"value": 1}, VIEW, "only its own",
                  id="metric-other-source"),
     pytest.param("observed/metric/web/rps/n1", {"value": 1}, VIEW, "only its own", id="metric-no-tenant"),
@@ -93,6 +92,7 @@ def observation(key, value):
 
 def test_a_node_cannot_report_another_nodes_instance(cluster, tmp_path):
     cluster.store.txn((), [
+        ("desired/service/t/web", {"kind": "service", "tenant": "t", "name": "web"}),
         ("derived/placement/t/web-1", {"service": "t/web", "instance": "web-1", "node": "n2"}),
         ("derived/placement/t/web-2", {"service": "t/web", "instance": "web-2", "node": "n1"}),
         ("observed/instance/t/web-3", {"node": "n2", "state": "running"}),
@@ -105,7 +105,7 @@ def test_a_node_cannot_report_another_nodes_instance(cluster, tmp_path):
                       observation("observed/instance/t/web-3", {"node": "n1", "state": "failed"}),
                       observation("observed/instance/t/web-3", None),
                       observation("observed/instance/u/never-placed", {"node": "n1"}),
-                      observation("observed/metric/t/api/rps/n1", {"value": 1})):
+                      observation("observed/metric/t/api/rps/n1", {"value": 1})):  # not declared
             with pytest.raises(ApiError) as err:
                 client.unary(client.agent, "Report", api_pb2.ReportRequest(observations=[mine, other]))
             assert err.value.code == grpc.StatusCode.PERMISSION_DENIED, err.value
