@@ -18,7 +18,7 @@ from pathlib import Path
 
 from ccattler.engine.admission import Principal
 from ccattler.engine.api.read_access import ReadAccess
-from ccattler.engine.facts.keys import read_guard
+from ccattler.engine.facts.read_guards import read_guard
 from ccattler.engine.store import open_store
 
 ROLE = {"kind": "role", "name": "reader", "source": "auth.cca", "allow": ["service.read"], "scopes": ["t0"]}

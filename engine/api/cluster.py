@@ -34,7 +34,7 @@ from ccattler.engine.auth import (
     revoke_token,
 )
 from ccattler.engine.facts import DEFAULT_TENANT, NAMESPACED_KINDS, parse_service
-from ccattler.engine.facts.keys import ReadGuard, prefix_guard
+from ccattler.engine.facts.read_guards import ReadGuard, prefix_guard
 from ccattler.engine.secrets import KeyProvider, delete_secret, list_secrets, rotate_secret, set_secret
 from ccattler.engine.store import Store
 

@@ -12,7 +12,7 @@ import time
 
 from ccattler.engine import admission
 from ccattler.engine.admission.model import Denied, Principal
-from ccattler.engine.facts.keys import ReadGuard, read_guard
+from ccattler.engine.facts.read_guards import ReadGuard, read_guard
 from ccattler.engine.store import Store
 
 TTL = 10.0

@@ -14,7 +14,8 @@ from ccattler.engine.api.client import ApiError
 from ccattler.engine.api.errors import BadRequest, Forbidden
 from ccattler.engine.api.gen.ccattler.v1 import api_pb2
 from ccattler.engine.api.report_scope import ReportView, check_report
-from ccattler.engine.facts.keys import PREFIX_OWNERS, READ_GUARDS, ReadGuard, prefix_guard, read_guard
+from ccattler.engine.facts.keys import PREFIX_OWNERS
+from ccattler.engine.facts.read_guards import READ_GUARDS, ReadGuard, prefix_guard, read_guard
 from tests.engine.api.test_agent_calls import join
 
 INST = "observed/instance/t/web-1"
@@ -124,7 +125,7 @@ def test_a_node_cannot_report_another_nodes_instance(cluster, tmp_path):
 def test_the_guard_lookup_is_the_longest_prefix():
     import itertools
 
-    from ccattler.engine.facts.keys import _guard_prefix
+    from ccattler.engine.facts.read_guards import _guard_prefix
 
     def longest(key):
         return max((p for p in READ_GUARDS if key.startswith(p)), key=len, default=None)
