@@ -117,7 +117,8 @@ class Identity:
 def identity_of(cert: x509.Certificate) -> Identity:
     try:  # subject and extensions are parsed lazily: damage shows here (found by tests/fuzz)
         return _identity(cert)
-    except (ValueError, TypeError, UnsupportedAlgorithm) as exc:
+    except (ValueError, TypeError, UnsupportedAlgorithm, x509.DuplicateExtension,
+            x509.UnsupportedGeneralNameType) as exc:
         raise PkiError(f"certificate cannot be read: {exc}") from None
 
 

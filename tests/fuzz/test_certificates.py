@@ -182,3 +182,22 @@ def test_node_certificate_calls_with_bad_csrs(server, node, csr, method):
     reply = raw_unary(node.channel, "Agent", method, request.SerializeToString())
     outcome_is_clean(reply, server.store, before, f"{method} with {csr[:60]!r}")
     assert_alive(node.channel)
+
+
+#: Found by the fuzzer (a random run): a certificate with its key-usage extension twice.
+FOUND_CERTS = [
+    b"-----BEGIN CERTIFICATE-----\n"
+    b"MIIBaTCCARCgAwIBAgITF/p7DNXwwpR9u3sM1pfNio9l+zAKBggqhkjOPQQDAjASMRAwDgYDVQQD\n"
+    b"DAdmdXp6LWNhMB4XDTI2MTIwMzEzMjgxNVoXDTM2MTEzMDEzMzMxNVowEjEQMA4GA1UEAwwHZnV6\n"
+    b"ei1jYTBZMBMGByqGSM49AgEGCCqGSM49AwEHA0IABGW/PK4iNJ6AePgZQYPHxZ7FEOxpa8vpUiZQ\n"
+    b"LgssGWUZXGaymv67ZSh2IA90pbs31SDc03Pc+3Q8IZ7lEfydtSujRTBDMBIGA1UdEwEB/wQIMAYB\n"
+    b"Af8CAQAwDgYDVR0PAQH/BAQDAgGGMB0GA1UdDwQWBBSUyeKwad5EghHdxW6tvpWJb34f3zAKBggq\n"
+    b"hkjOPQQDAgNHADBEAiAnVlSMF8LslJESHxk1NP1SMcPsXe58aB4HX0N+p0bN8gIgCZM8JtV528QT\n"
+    b"QAZMtqUAldqlTV/82uoLr/nGVap3pOQ=\n-----END CERTIFICATE-----\n",
+]
+
+
+@pytest.mark.parametrize("pem", FOUND_CERTS)
+def test_found_certificates(pem):
+    with pytest.raises(PkiError):
+        identity_of(load_cert(pem))
