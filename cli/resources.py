@@ -210,7 +210,7 @@ def events(follow: Annotated[bool, typer.Option("--follow", "-f", help="Keep str
         result = api.get("events")
         emit(result["items"], render.COLUMNS["events"][0], output, raw=result["items"])
         if follow:
-            for event in api.watch("", result["revision"]):
+            for event in api.watch_state(result["revision"]):  # what the caller may read
                 typer.echo(f"{event['revision']:<9}{event['kind']:<7}{event['key']}")
 
 

@@ -18,13 +18,14 @@ from ccattler.engine.api.connections import connection_files
 from ccattler.engine.api.errors import BadRequest, Conflict, Forbidden, NotFound
 from ccattler.engine.api.gen.ccattler.v1 import api_pb2
 from ccattler.engine.api.identity_calls import IdentityCalls, identity_summary
+from ccattler.engine.api.report_scope import check_report, report_view
 from ccattler.engine.api.requests import load_object
 from ccattler.engine.api.slice import SliceHub, batch_message
 from ccattler.engine.api.tunnel import TunnelHub
 from ccattler.engine.auth import redeem_join_token
 from ccattler.engine.facts import CcaError, check_value, parse_service
 from ccattler.engine.pki import NODE_LIFETIME, CertificateAuthority, PkiError, cert_pem
-from ccattler.engine.pki.ca import load_csr
+from ccattler.engine.pki.ca import csr_key
 from ccattler.engine.secrets import KeyProvider, reveal_secret
 from ccattler.engine.store import Compare, LeaseNotFound, Store
 
@@ -90,7 +91,7 @@ class AgentService(IdentityCalls):
     def Join(self, request: api_pb2.JoinRequest, call: Call) -> api_pb2.Certificate:
         node = _node_name(request.node)
         try:
-            load_csr(request.csr)  # check before spending the single-use token
+            csr_key(request.csr)  # check all the CA checks before spending the single-use token
         except PkiError as exc:
             raise BadRequest(str(exc)) from None
         if self.store.get(f"observed/node/{node}") is not None:  # no taking over a live node's name
@@ -154,39 +155,22 @@ class AgentService(IdentityCalls):
     def Report(self, request: api_pb2.ReportRequest, call: Call) -> api_pb2.Json:
         node = self._node(call)
         puts, deletes, compares = [], [], []
-        currents = self.store.get_many([obs.key for obs in request.observations if obs.key])
+        keys = [obs.key for obs in request.observations if obs.key]
+        currents = self.store.get_many(keys)
+        view = report_view(self.store, keys, currents)  # placement decides: engine/api/report_scope.py
         for obs in request.observations:
             current = currents.get(obs.key)
-            self._check_report(node, obs.key, obs.value_json, current)
+            value = _json_object(obs.value_json, f"value of {obs.key}") if obs.value_json else None
+            check_report(node, obs.key, value, view)
             compares.append(Compare(obs.key, current.mod_revision if current else 0))
-            if obs.value_json:
-                puts.append((obs.key, _json_object(obs.value_json, f"value of {obs.key}")))
+            if value is not None:
+                puts.append((obs.key, value))
             else:
                 deletes.append(obs.key)
         ok, revision = self.store.txn(compares, puts, deletes)
         if not ok:
             raise Conflict("observed facts changed concurrently; report again")
         return api_pb2.Json(json=json.dumps({"revision": revision, "written": len(puts) + len(deletes)}))
-
-    def _check_report(self, node: str, key: str, value_json: str, current: Any) -> None:
-        parts = key.split("/")
-        if parts[:2] == ["observed", "instance"] and len(parts) == 4:
-            parse_service(f"{parts[2]}/{parts[3]}")
-            claimed = _json_object(value_json, f"value of {key}").get("node") if value_json else node
-            if claimed != node or (current is not None and current.value.get("node") != node
-                                   and not self._placed_here(node, parts[2], parts[3])):
-                raise Forbidden(f"node {node} may not report {key}: that instance belongs to another node")
-            return
-        if parts[:2] == ["observed", "metric"] and len(parts) in (5, 6) and parts[-1] == node:
-            return
-        if key == f"observed/node/{node}":
-            raise BadRequest("report the node document with RegisterNode (it carries the node's lease)")
-        raise Forbidden(f"node {node} may not write {key!r}: only its own observed/ keys")
-
-    def _placed_here(self, node: str, tenant: str, instance: str) -> bool:
-        """An instance moved here (its old node died or was drained) is this node's to report now."""
-        placement = self.store.get(f"derived/placement/{tenant}/{instance}")
-        return placement is not None and placement.value.get("node") == node
 
     def FetchSecrets(self, request: api_pb2.SecretsRequest, call: Call) -> api_pb2.Secrets:
         node = self._node(call)

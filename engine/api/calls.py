@@ -56,6 +56,22 @@ class AuditUnavailable(CcaError):
     retriable = True
 
 
+#: The status message travels percent-encoded in the `grpc-message` header; clients drop a call
+#: whose headers pass 16 KiB ("metadata size exceeds hard limit"), losing the message — found by
+#: tests/fuzz (30,000 refused services in one apply).
+MAX_DETAILS_BYTES = 8 * 1024
+
+
+def status_details(text: str) -> str:
+    """`text` cut so that its percent-encoded form fits `MAX_DETAILS_BYTES`, saying how much was cut."""
+    cost = 0
+    for at, char in enumerate(text):
+        cost += 1 if " " <= char <= "~" and char != "%" else 3 * len(char.encode("utf-8", "replace"))
+        if cost > MAX_DETAILS_BYTES - 64:
+            return f"{text[:at]}… ({len(text) - at} more characters)"
+    return text
+
+
 def _who(call: Call | None, context: grpc.ServicerContext) -> str:
     name = call.principal.name if call and call.principal else f"anonymous@{context.peer()}"
     return audit.bounded(name, 200)
@@ -142,7 +158,7 @@ class _Handling:
             return code, f"internal error (request {rid}); the server log has details"
         if code in _DENIED:
             self.plumbing.metrics.denials.labels(code.name.lower()).inc()
-        return code, str(exc)
+        return code, status_details(str(exc))
 
     def finish(self, code: grpc.StatusCode, started: float) -> None:
         self.plumbing.metrics.requests.labels(self.name, code.name).inc()

@@ -170,6 +170,38 @@ class Client(ClusterCalls):
             yield {"kind": event.kind, "key": event.key, "revision": event.revision,
                    "value": json.loads(event.value_json) if event.value_json else None}
 
+    def watch_state(self, from_revision: int = 0) -> Iterator[dict[str, Any]]:
+        """Events of desired/, derived/ and observed/ as three watches merged (in arrival order):
+        unlike the empty prefix (cluster.admin's), each root streams what the caller may read."""
+        import queue
+        import threading
+
+        events: queue.Queue[Any] = queue.Queue(maxsize=10_000)
+        streams = [self.cluster.Watch(api_pb2.WatchRequest(prefix=root, from_revision=from_revision))
+                   for root in ("desired/", "derived/", "observed/")]
+
+        def pump(stream: Any) -> None:
+            try:
+                for event in stream:
+                    events.put(event)
+            except grpc.RpcError as exc:
+                events.put(exc)
+
+        for stream in streams:
+            threading.Thread(target=pump, args=(stream,), daemon=True).start()
+        try:
+            while True:
+                item = events.get()
+                if isinstance(item, grpc.RpcError):
+                    if item.code() == grpc.StatusCode.CANCELLED:
+                        return
+                    raise self._error(item)
+                yield {"kind": item.kind, "key": item.key, "revision": item.revision,
+                       "value": json.loads(item.value_json) if item.value_json else None}
+        finally:
+            for stream in streams:
+                stream.cancel()
+
     # Convenience wrappers for the common calls.
 
     def apply(self, sources: Sequence[Source], tenant: str = "", dry_run: bool = False) -> Any:

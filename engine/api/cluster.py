@@ -17,6 +17,7 @@ from ccattler.engine.api.calls import Call
 from ccattler.engine.api.errors import BadRequest, NotFound
 from ccattler.engine.api.gen.ccattler.v1 import api_pb2
 from ccattler.engine.api.node_calls import NodeCalls, intent_summary
+from ccattler.engine.api.read_access import ReadAccess
 from ccattler.engine.api.rollout_calls import RolloutCalls, rollout_summary
 from ccattler.engine.api.sources import wire_sources
 from ccattler.engine.api.tunnel import TunnelHub
@@ -34,12 +35,13 @@ from ccattler.engine.auth import (
     revoke_token,
 )
 from ccattler.engine.facts import DEFAULT_TENANT, NAMESPACED_KINDS, parse_service
+from ccattler.engine.facts.read_guards import ReadGuard, prefix_guard
 from ccattler.engine.secrets import KeyProvider, delete_secret, list_secrets, rotate_secret, set_secret
 from ccattler.engine.store import Store
 
-#: Roots a user may watch, and the capability that guards each.
-_WATCH_ROOTS = {"desired/": None, "derived/": "service.read", "observed/": "service.read",
-                "audit/": "audit.read", "leader/": "service.read"}
+#: Roots a watch prefix may start with (what each key needs: engine/facts/keys.py READ_GUARDS).
+_WATCH_ROOTS = ("desired/", "derived/", "observed/", "audit/", "leader/", "intent/", "secret/", "auth/")
+_ADMIN = ReadGuard("cluster", None)
 _STATE_ROOTS = ("desired/", "derived/", "observed/")
 _AUDITED = {"Apply", "Delete", "PolicyApply", "PolicyDelete", "SecretSet", "SecretDelete", "SecretRotate",
             "TokenCreate", "TokenRevoke", "UserCreate", "UserDelete", "UserToken"}
@@ -117,6 +119,11 @@ class ClusterService(WorkloadCalls, NodeCalls, RolloutCalls):
         if not decision:
             raise Denied(decision.denials)
 
+    def _allow_tenant(self, call: Call, capability: str, tenant: str | None) -> None:
+        """One tenant's rows need `capability` there; every tenant's (None) are filtered row by row."""
+        if tenant is not None:
+            self._allow(call, capability, _scope(tenant))
+
     # --- health and status -----------------------------------------------------------------------
 
     def Health(self, request: api_pb2.Empty, call: Call) -> api_pb2.Json:
@@ -167,52 +174,62 @@ class ClusterService(WorkloadCalls, NodeCalls, RolloutCalls):
 
         if not request.target:
             raise BadRequest("explain needs a service or instance name")
-        self._allow(call, "service.read", parse_service(request.target, _tenant(request)).full)
-        return _json(explain_live(self.store, request.target))
+        # A bare name is the caller's tenant's (--tenant), never resolved elsewhere: what is
+        # authorized is exactly what is explained.
+        target = parse_service(request.target, _tenant(request))
+        self._allow(call, "service.read", target.full)
+        return _json(explain_live(self.store, target.full))
 
     def ExplainNetwork(self, request: api_pb2.ExplainNetworkRequest, call: Call) -> api_pb2.Json:
         from ccattler.engine.api.netpolicy import explain_network_live
+        from ccattler.engine.netpolicy import parse_endpoint
 
         if not request.destination:
             raise BadRequest("explain connection|service needs a destination service")
-        self._allow(call, "service.read", parse_service(request.destination.split(":", 1)[0],
-                                                        _tenant(request)).full)
+        # The answer shows rules of both ends: the caller reads both services.
+        for end in (request.destination, request.source):
+            if end:
+                self._allow(call, "service.read", parse_endpoint(end, _tenant(request))[0])
         return _json(explain_network_live(self.store, request.kind, request.source, request.destination,
                                           _tenant(request)))
 
     # --- reading ---------------------------------------------------------------------------------
 
     def Get(self, request: api_pb2.GetRequest, call: Call) -> api_pb2.Json:
+        """One tenant's rows need the kind's read capability there (PERMISSION_DENIED otherwise);
+        `-A` lists what the caller may read (each row judged by its key, engine/api/read_access.py)."""
         kind = views.view_kind(request.kind)
         tenant = None if request.all_tenants else _tenant(request)
         if "/" in request.name and not request.tenant and not request.all_tenants:
             tenant = parse_service(request.name).tenant  # `get services payments/checkout`
         tags = dict(request.tags)
+        access = ReadAccess(self.store, call.principal)
         if kind == "services":
-            self._allow(call, "service.read", _scope(tenant))
+            self._allow_tenant(call, "service.read", tenant)
             rows = views.services(self.store, tenant, tags)
         elif kind == "instances":
-            self._allow(call, "service.read", _scope(tenant))
+            self._allow_tenant(call, "service.read", tenant)
             rows = views.instances(self.store, tenant)
         elif kind == "nodes":
             self._allow(call, "node.read")
             rows = views.nodes(self.store)
         elif kind == "secrets":
-            self._allow(call, "secret.read", _scope(tenant))
+            self._allow_tenant(call, "secret.read", tenant)
             rows = views.secrets(self.store, tenant)
         elif kind == "policies":
             self._allow(call, "policy.read")
             rows = views.policies(self.store)
-        elif kind == "events":
-            self._allow(call, "service.read")
+        elif kind == "events":  # every tenant's changes, each shown only to who may read its key
             rows = views.events(self.store)
         elif kind == "tenant":
             self._allow(call, "tenant.read")
             rows = views.tenants(self.store)
         else:
             capability = OBJECT_CAPABILITY_KIND[kind]
-            self._allow(call, f"{capability}.read", _scope(tenant) if kind in NAMESPACED_KINDS else None)
+            if tenant or kind not in NAMESPACED_KINDS:
+                self._allow(call, f"{capability}.read", _scope(tenant) if kind in NAMESPACED_KINDS else None)
             rows = views.documents(self.store, kind, tenant, tags)
+        rows = [r for r in rows if access.may_read(_guarded_key(r["key"]))]
         if request.name:
             rows = _named(rows, request.name)
             if not rows:
@@ -220,38 +237,43 @@ class ClusterService(WorkloadCalls, NodeCalls, RolloutCalls):
         return _json({"kind": kind, "revision": self.store.revision(), "items": rows})
 
     def Watch(self, request: api_pb2.WatchRequest, call: Call) -> Iterator[api_pb2.Event]:
-        """Events under a prefix; an empty prefix means all of desired/, derived/ and observed/."""
+        """Events under a prefix; an empty prefix means all of desired/, derived/ and observed/
+        (cluster.admin). A prefix with one guard (one kind and tenant, `audit/`…) is authorized
+        up front and again as the stream goes on; a wider one streams only the keys the caller
+        may read (`read_guard` of each key)."""
         prefix = request.prefix
-        self._allow_watch(call, prefix)
+        access = ReadAccess(self.store, call.principal)
+        whole = self._watch_guard(access, prefix)
         with self.store.watch(prefix, request.from_revision or None) as watch:
             while call.context.is_active():
                 event = watch.get(timeout=1.0)
-                if event is None or (not prefix and not event.key.startswith(_STATE_ROOTS)
-                                     and event.kind != "resync"):
+                if event is None:
                     continue
+                if event.kind != "resync":
+                    if not prefix and not event.key.startswith(_STATE_ROOTS):
+                        continue
+                    access.noticed(event.key)
+                    if whole is not None:
+                        access.require(whole)  # a reader whose role was revoked is cut off
+                    elif not access.may_read(event.key):
+                        continue
                 yield api_pb2.Event(kind=event.kind, key=event.key, revision=event.revision,
                                     value_json="" if event.value is None else json.dumps(event.value))
 
-    def _allow_watch(self, call: Call, prefix: str) -> None:
+    def _watch_guard(self, access: ReadAccess, prefix: str) -> ReadGuard | None:
+        """Check `prefix`; authorize it when one guard covers it (returned), else None."""
         if not prefix:
-            self._allow(call, "service.read")
-            return
-        root = next((r for r in _WATCH_ROOTS if prefix.startswith(r)), None)
-        if root is None:
+            access.require(_ADMIN)
+            return _ADMIN
+        if not prefix.startswith(_WATCH_ROOTS):
             raise BadRequest(f"watch prefix must start with one of {', '.join(_WATCH_ROOTS)}; got {prefix!r}")
-        capability = _WATCH_ROOTS[root]
-        if capability is not None:
-            self._allow(call, capability)
-            return
         parts = prefix.split("/")
-        kind = parts[1] if len(parts) > 2 else ""
-        if not kind:  # every kind at once: only for whoever may read everything
-            self._allow(call, "cluster.admin")
-            return
-        if kind not in OBJECT_CAPABILITY_KIND:
-            raise BadRequest(f"unknown kind {kind!r} in watch prefix {prefix!r}")
-        tenant = parts[2] if len(parts) > 3 and parts[2] else None
-        self._allow(call, f"{OBJECT_CAPABILITY_KIND[kind]}.read", _scope(tenant))
+        if parts[0] == "desired" and len(parts) > 2 and parts[1] not in OBJECT_CAPABILITY_KIND:
+            raise BadRequest(f"unknown kind {parts[1]!r} in watch prefix {prefix!r}")
+        guard = prefix_guard(prefix)
+        if guard is not None:
+            access.require(guard)
+        return guard
 
     # --- policies --------------------------------------------------------------------------------
 
@@ -281,8 +303,10 @@ class ClusterService(WorkloadCalls, NodeCalls, RolloutCalls):
 
     def SecretList(self, request: api_pb2.SecretRequest, call: Call) -> api_pb2.Json:
         tenant = None if request.name == "*" else _tenant(request)
-        self._allow(call, "secret.read", _scope(tenant))
-        return _json({"items": views.secrets(self.store, tenant)})
+        self._allow_tenant(call, "secret.read", tenant)
+        access = ReadAccess(self.store, call.principal)
+        return _json({"items": [r for r in views.secrets(self.store, tenant)
+                                if access.may_read(_guarded_key(r["key"]))]})
 
     def SecretDelete(self, request: api_pb2.SecretRequest, call: Call) -> api_pb2.Json:
         ref = self._secret_ref(request)
@@ -366,11 +390,20 @@ def _scope(tenant: str | None) -> str | None:
     return f"{tenant}/*" if tenant else None
 
 
+def _guarded_key(key: str) -> str:
+    """The key a row's visibility follows: a secret's row (metadata) follows its declaration."""
+    return "desired/" + key if key.startswith("secret/") else key
+
+
 def _named(rows: list[dict[str, Any]], name: str) -> list[dict[str, Any]]:
+    """The rows called `name`; rows without a name (events) match by their key's last segment."""
+    def called(row: dict[str, Any]) -> str:
+        return row.get("name") or row["key"].rsplit("/", 1)[-1]
+
     if "/" not in name:
-        return [r for r in rows if r["name"] == name]
+        return [r for r in rows if called(r) == name]
     ref = parse_service(name)
-    return [r for r in rows if r["name"] == ref.name and r.get("tenant") in (ref.tenant, None)]
+    return [r for r in rows if called(r) == ref.name and r.get("tenant") in (ref.tenant, None)]
 
 
 def _who(principal: Principal | None) -> str:

@@ -15,6 +15,7 @@ from ccattler.engine.api import top, workloads
 from ccattler.engine.api.calls import Call
 from ccattler.engine.api.errors import BadRequest, NotFound
 from ccattler.engine.api.gen.ccattler.v1 import api_pb2
+from ccattler.engine.api.read_access import ReadAccess
 from ccattler.engine.api.tunnel import TunnelHub
 from ccattler.engine.facts import DEFAULT_TENANT, CcaError, parse_service
 from ccattler.engine.facts.keys import DESIRED_SERVICES, METRICS, NODE_CONDITIONS, OBSERVED_NODES
@@ -79,8 +80,11 @@ class WorkloadCalls:
             rows = top.nodes(self.store)
         elif request.kind == "workloads":
             tenant = None if request.all_tenants else _tenant(request)
-            self._allow(call, "service.read", f"{tenant}/*" if tenant else None)
-            rows = top.workloads(self.store, tenant, dict(request.tags))
+            if tenant is not None:
+                self._allow(call, "service.read", f"{tenant}/*")
+            access = ReadAccess(self.store, call.principal)  # -A: the tenants the caller may read
+            rows = [r for r in top.workloads(self.store, tenant, dict(request.tags))
+                    if access.may_read(f"derived/instance/{r['service']}/{r['name']}")]
         else:
             raise BadRequest(f"top shows nodes or workloads, not {request.kind!r}")
         return api_pb2.Json(json=json.dumps({"kind": request.kind, "items": rows}))

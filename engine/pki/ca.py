@@ -12,7 +12,7 @@ import ipaddress
 from dataclasses import dataclass
 
 from cryptography import x509
-from cryptography.exceptions import InvalidSignature
+from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
@@ -59,7 +59,7 @@ def load_key(pem: bytes) -> ec.EllipticCurvePrivateKey:
 def load_cert(pem: bytes) -> x509.Certificate:
     try:
         return x509.load_pem_x509_certificate(pem)
-    except ValueError as exc:
+    except (ValueError, x509.InvalidVersion) as exc:  # InvalidVersion is no ValueError (tests/fuzz)
         raise PkiError(f"not a PEM certificate: {exc}") from None
 
 
@@ -76,11 +76,25 @@ def make_csr(key: ec.EllipticCurvePrivateKey, name: str) -> bytes:
 def load_csr(pem: bytes) -> x509.CertificateSigningRequest:
     try:
         csr = x509.load_pem_x509_csr(pem)
-    except ValueError as exc:
+    except (ValueError, x509.InvalidVersion) as exc:  # InvalidVersion is no ValueError (tests/fuzz)
         raise PkiError(f"not a PEM certificate signing request: {exc}") from None
-    if not csr.is_signature_valid:
+    try:  # parsed lazily: a damaged key or an unknown algorithm shows only here (found by tests/fuzz)
+        csr.public_key()
+        valid = csr.is_signature_valid
+    except (ValueError, TypeError, UnsupportedAlgorithm) as exc:
+        raise PkiError(f"the CSR's public key or signature cannot be read: {exc}") from None
+    if not valid:
         raise PkiError("the CSR's signature does not match its public key")
     return csr
+
+
+def csr_key(pem: bytes) -> ec.EllipticCurvePublicKey:
+    """The public key of a CSR the CA will sign (`PkiError` for anything it would refuse): check
+    it before spending anything on the request, such as a single-use join token."""
+    public_key = load_csr(pem).public_key()
+    if not isinstance(public_key, ec.EllipticCurvePublicKey):
+        raise PkiError("the CSR's key must be an ECDSA key")
+    return public_key
 
 
 def _san(host: str) -> x509.GeneralName:
@@ -101,6 +115,14 @@ class Identity:
 
 
 def identity_of(cert: x509.Certificate) -> Identity:
+    try:  # subject and extensions are parsed lazily: damage shows here (found by tests/fuzz)
+        return _identity(cert)
+    except (ValueError, TypeError, UnsupportedAlgorithm, x509.DuplicateExtension,
+            x509.UnsupportedGeneralNameType) as exc:
+        raise PkiError(f"certificate cannot be read: {exc}") from None
+
+
+def _identity(cert: x509.Certificate) -> Identity:
     subject = cert.subject
     cn = [a.value for a in subject.get_attributes_for_oid(NameOID.COMMON_NAME)]
     ou = [a.value for a in subject.get_attributes_for_oid(NameOID.ORGANIZATIONAL_UNIT_NAME)]
@@ -203,10 +225,7 @@ class CertificateAuthority:
 
     def sign_csr(self, csr_pem: bytes, **kwargs: object) -> x509.Certificate:
         """Issue a certificate for the CSR's key; the subject comes from `kwargs`, not the CSR."""
-        public_key = load_csr(csr_pem).public_key()
-        if not isinstance(public_key, ec.EllipticCurvePublicKey):
-            raise PkiError("the CSR's key must be an ECDSA key")
-        return self.issue(public_key, **kwargs)  # type: ignore[arg-type]
+        return self.issue(csr_key(csr_pem), **kwargs)  # type: ignore[arg-type]
 
     def verify(self, cert: x509.Certificate, now: dt.datetime | None = None) -> None:
         """Raise `PkiError` unless `cert` was signed by this CA and is valid at `now`."""

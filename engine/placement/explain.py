@@ -158,7 +158,10 @@ def resolve(cluster: Cluster, target: str) -> str:
     for inst in cluster.instances:
         if display_name(inst.tenant, inst.name) == target or f"{inst.tenant}/{inst.name}" == target:
             return inst.service
-    known = ", ".join(sorted(display_name(*s.split("/", 1)) for s in cluster.services)) or "none"
+    # Only the target's tenant's services are named: the caller may read no other tenant.
+    tenant = ref.tenant if ref is not None else None
+    known = ", ".join(sorted(display_name(*s.split("/", 1)) for s in cluster.services
+                             if tenant is None or s.split("/", 1)[0] == tenant)) or "none"
     raise UnknownTarget(f"no service or instance {target!r} (services: {known})")
 
 

@@ -132,10 +132,12 @@ def test_apply_wait_shows_instances_converging(cli_cluster_with_runner, tmp_path
     def agent() -> None:  # API clients only: CliRunner is not safe to use from two threads
         with Client(load_config(tmp_path / "node").context()) as client, \
                 Client(load_config(cluster.home).context()) as admin:
+            # A node reports only instances placed on it (issue 12 class 5): register one first.
+            AgentClient(client).register({"capacity": {"cpu": 4000, "memory": 8 << 30}}, ttl=120)
             deadline = time.time() + 30
             while time.time() < deadline:
                 rows = admin.get("instances")["items"]
-                if len(rows) == 2:
+                if len(rows) == 2 and all(r.get("node") == "n1" for r in rows):
                     AgentClient(client).report({f"observed/instance/default/{r['name']}":
                                                 {"node": "n1", "state": "running", "ready": True}
                                                 for r in rows})

@@ -77,6 +77,7 @@ def test_register_heartbeat_and_lease_expiry(cluster, tmp_path):
 def test_reporting_state_that_is_not_the_nodes_own_is_refused(cluster, tmp_path, key, value):
     client, _ = join(cluster, tmp_path, "n1")
     revision = cluster.store.revision()
+    cluster.store.put("derived/placement/default/web-own", {"service": "default/web", "node": "n1"})
     own = api_pb2.Observation(key="observed/instance/default/web-own", value_json=json.dumps({"node": "n1"}))
     other = api_pb2.Observation(key=key, value_json=json.dumps(value))
     with client, pytest.raises(ApiError) as err:
@@ -87,6 +88,9 @@ def test_reporting_state_that_is_not_the_nodes_own_is_refused(cluster, tmp_path,
 
 def test_reporting_own_instances_and_metrics(cluster, tmp_path):
     client, _ = join(cluster, tmp_path, "n1")
+    cluster.store.put("derived/placement/default/web-x1", {"service": "default/web", "instance": "web-x1",
+                                                          "node": "n1"})
+    cluster.store.put("desired/service/default/web", {"kind": "service", "tenant": "default", "name": "web"})
     with client:
         client.unary(client.agent, "Report", api_pb2.ReportRequest(observations=[
             api_pb2.Observation(key="observed/instance/default/web-x1",
@@ -237,6 +241,7 @@ def test_agent_client_heartbeat_keeps_the_node_until_stopped(cluster, tmp_path):
         time.sleep(4.5)  # longer than the TTL: only the heartbeats keep it
         assert beat.alive and beat.error is None and beat.revision > 0
         assert cluster.store.get("observed/node/n1") is not None
+        cluster.store.put("derived/placement/default/web-a", {"service": "default/web", "node": "n1"})
         assert agent.report({"observed/instance/default/web-a": {"node": "n1", "state": "running"}}) > 0
         beat.stop()
     deadline = time.time() + 10
