@@ -46,6 +46,10 @@ def server(
     workers: Annotated[int, typer.Option("--workers", min=16, help="Threads per listener: one per open "
                                                                   "stream (an agent keeps one), so "
                                                                   "about nodes + 60.")] = 256,
+    watch_max_bytes: Annotated[int, typer.Option("--watch-max-bytes", min=65536, help="Bytes queued for one "
+                                                 "watch stream before a client that reads too slowly is "
+                                                 "dropped (it resumes from its last revision).")
+                               ] = 8 << 20,
     time_zone: Annotated[str, typer.Option("--time-zone", help="The cluster's time zone (autoscaling "
                                                                "schedule windows).")] = "UTC",
 ) -> None:
@@ -71,7 +75,8 @@ def server(
     listen = listen or server_list(ctx.server)[0]  # type: ignore[union-attr]
     options = ServerOptions(listen=listen, token_listen=token_listen,
                             metrics_listen=None if metrics == "off" else metrics, rate=rate,
-                            burst=max(1, int(rate * 2)), max_message_bytes=max_message, workers=workers)
+                            burst=max(1, int(rate * 2)), max_message_bytes=max_message, workers=workers,
+                            watch_max_bytes=watch_max_bytes)
     opened = open_store(store_url(store, context))
     api = ApiServer(opened, ClusterFiles(root), options).start()
     loop = None

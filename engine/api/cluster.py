@@ -14,7 +14,7 @@ from ccattler.engine.admission.capabilities import OBJECT_CAPABILITY_KIND, ref_f
 from ccattler.engine.admission.model import Denied, ObjectRef, Principal
 from ccattler.engine.api import audit, views
 from ccattler.engine.api.calls import Call
-from ccattler.engine.api.errors import BadRequest, NotFound
+from ccattler.engine.api.errors import BadRequest, FellBehind, NotFound
 from ccattler.engine.api.gen.ccattler.v1 import api_pb2
 from ccattler.engine.api.node_calls import NodeCalls, intent_summary
 from ccattler.engine.api.sources import wire_sources
@@ -35,6 +35,7 @@ from ccattler.engine.auth import (
 from ccattler.engine.facts import DEFAULT_TENANT, NAMESPACED_KINDS, parse_service
 from ccattler.engine.secrets import KeyProvider, delete_secret, list_secrets, rotate_secret, set_secret
 from ccattler.engine.store import Store
+from ccattler.engine.store.queue_watch import behind
 
 #: Roots a user may watch, and the capability that guards each.
 _WATCH_ROOTS = {"desired/": None, "derived/": "service.read", "observed/": "service.read",
@@ -71,8 +72,10 @@ def _tenant(request: Any) -> str:
 class ClusterService(WorkloadCalls, NodeCalls):
     """ccattler.v1.Cluster over one store."""
 
-    def __init__(self, store: Store, keys: KeyProvider, tunnels: TunnelHub | None = None) -> None:
+    def __init__(self, store: Store, keys: KeyProvider, tunnels: TunnelHub | None = None,
+                 watch_max_bytes: int = 8 * 1024 * 1024) -> None:
         self.store, self.keys = store, keys
+        self.watch_max_bytes = watch_max_bytes  # queued bytes per Watch stream before it is dropped
         self.tunnels = tunnels or TunnelHub()  # the agents' tunnels (AgentService holds the same)
 
     def audit_object(self, method: str, request: Any) -> str | None:
@@ -217,12 +220,16 @@ class ClusterService(WorkloadCalls, NodeCalls):
         return _json({"kind": kind, "revision": self.store.revision(), "items": rows})
 
     def Watch(self, request: api_pb2.WatchRequest, call: Call) -> Iterator[api_pb2.Event]:
-        """Events under a prefix; an empty prefix means all of desired/, derived/ and observed/."""
+        """Events under a prefix; an empty prefix means all of desired/, derived/ and observed/.
+        A client that reads too slowly (`watch_max_bytes` queued) is dropped with RESOURCE_EXHAUSTED
+        naming the last revision it got, and resumes from there."""
         prefix = request.prefix
         self._allow_watch(call, prefix)
-        with self.store.watch(prefix, request.from_revision or None) as watch:
+        with self.store.watch(prefix, request.from_revision or None, self.watch_max_bytes) as watch:
             while call.context.is_active():
                 event = watch.get(timeout=1.0)
+                if event is not None and (detail := behind(event)) is not None:
+                    raise FellBehind(detail["last_revision"], detail["queued_bytes"], detail["max_bytes"])
                 if event is None or (not prefix and not event.key.startswith(_STATE_ROOTS)
                                      and event.kind != "resync"):
                     continue

@@ -5,7 +5,8 @@ admin, nodes, workloads); `token_listen` (default: the next port) is server-veri
 present bearer tokens and joining nodes present join tokens. gRPC's Python API cannot ask for an
 optional client certificate on one port, hence two. Limits: `max_message_bytes`, `rate`/`burst` per
 caller, `auth_failure_rate`/`_burst` per host (failed logins are audited only up to that rate);
-`audit_keep` bounds the audit records kept.
+`watch_max_bytes` queued per Watch/WatchSlice stream (a slower client is dropped with
+RESOURCE_EXHAUSTED and resumes); `audit_keep` bounds the audit records kept.
 `/metrics` and `/healthz` are plain HTTP on `metrics_listen` (localhost by default).
 """
 
@@ -44,6 +45,7 @@ class ServerOptions:
     auth_failure_rate: float = 1.0
     auth_failure_burst: int = 20
     audit_keep: int = DEFAULT_KEEP
+    watch_max_bytes: int = 8 * 1024 * 1024
     #: Threads per listener. The sync gRPC server holds one per open stream (each agent keeps its
     #: slice watch open; heartbeats are short calls, logs/exec tunnels open only while used), so
     #: this bounds the nodes one server carries (~200 by default; `cca server --workers`);
@@ -67,7 +69,8 @@ class ApiServer:
         failures = RateLimiter(options.auth_failure_rate, options.auth_failure_burst)
         audit_log = AuditLog(store, options.audit_keep)
         agent = AgentService(store, ca, keys)
-        cluster = ClusterService(store, keys, agent.tunnels)
+        agent.slices.max_bytes = options.watch_max_bytes
+        cluster = ClusterService(store, keys, agent.tunnels, options.watch_max_bytes)
         self._slices = agent.slices
         self.tunnels = agent.tunnels  # which nodes have a logs/exec tunnel open
         grpc_options = [("grpc.max_receive_message_length", options.max_message_bytes),

@@ -36,8 +36,9 @@ class EtcdWatch(QueueWatch):
         key_prefix_length: int,
         current_revision: Callable[[], int],
         on_cancel: Callable[[QueueWatch], None],
+        max_bytes: int | None = None,
     ) -> None:
-        super().__init__(prefix, on_cancel)
+        super().__init__(prefix, on_cancel, max_bytes=max_bytes, after=from_revision)
         self._conn = conn
         self._start, self._end = start, end
         self._next = from_revision + 1
@@ -99,7 +100,8 @@ class EtcdWatch(QueueWatch):
                     raise StoreError(f"etcd cancelled the watch: {response.cancel_reason}")
                 events = [self._event(event) for event in response.events]
                 if events:
-                    self.push(events)
+                    self.push(events, sum(len(e.kv.key) + len(e.kv.value) + len(e.prev_kv.value)
+                                          for e in response.events))
                     self._next = events[-1].revision + 1
         except grpc.RpcError as exc:
             if not self.cancelled and exc.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.UNKNOWN):
