@@ -56,6 +56,7 @@ class QueueWatch(Watch):
         self._cancelled = False
         self._on_cancel = on_cancel
         self._refill = refill  # asked for more (history) when the queue runs dry; False: no more
+        self._waiting = 0  # producers in `wait_room`
 
     @property
     def cancelled(self) -> bool:
@@ -99,8 +100,20 @@ class QueueWatch(Watch):
                 return None
             event, size = self._events.popleft()
             self.queued_bytes -= size
+            if self._waiting:
+                self._cond.notify_all()
             self._delivered = max(self._delivered, event.revision)
             return event
+
+    def wait_room(self, limit: int) -> None:
+        """Block the producer until at most `limit` bytes are queued (or the watch is cancelled):
+        how a backend replays history at the reader's pace instead of cutting it off."""
+        with self._cond:
+            self._waiting += 1
+            try:
+                self._cond.wait_for(lambda: self.queued_bytes <= limit or self._cancelled)
+            finally:
+                self._waiting -= 1
 
     def cancel(self) -> None:
         with self._cond:

@@ -169,21 +169,3 @@ def test_a_file_that_is_not_a_database_is_a_clear_error(tmp_path):
     path.unlink()
     open_store(f"sqlite://{path}").close()  # the owner lock was released on the way out
 
-
-def test_a_watch_resumed_far_back_replays_history_at_the_readers_pace(url):
-    with open_store(url) as store:
-        start = store.revision()
-        doc = "x" * 100_000
-        revisions = [store.put(f"big/{i}", doc) for i in range(50)]  # 5 MB of history
-        store.put("other/x", 1)
-        watch = store.watch("big/", start, max_bytes=1_000_000)
-        got, peak = [], 0
-        while len(got) < len(revisions):
-            event = watch.get(timeout=2)
-            assert event is not None and event.kind == "put", event
-            got.append(event.revision)
-            peak = max(peak, watch.queued_bytes)
-            if len(got) == 10:
-                revisions.append(store.put("big/live", doc))  # a live commit waits its turn
-        assert got == revisions and peak <= 1_000_000
-        watch.cancel()
