@@ -200,3 +200,42 @@ def test_an_agent_dropped_for_falling_behind_re_reads_its_slice_and_carries_on(a
     finally:
         stop.set()
         thread.join(timeout=5)
+
+
+def test_an_idle_nodes_secret_refreshes_leave_one_audit_record(api_harness, join_node) -> None:
+    """Issue 19 part 5: the refresh tick re-fetches the same values; the server records the first
+    delivery and a changed one, not every tick."""
+    store = api_harness.store
+    keys = LocalKeyProvider.from_file(api_harness.files.master_key)
+    set_secret(store, keys, "db.password", "default", b"one")
+    core = NodeCore("n1", SimRuntime(SimProfile(start_delay=0.0)))
+    core.reconciler.secret_refresh = 0.2  # the tick every 0.2 s instead of 15 s
+    core.reconciler._next_refresh = 0.0
+    loop = AgentLoop(AgentClient(join_node("n1")), core, node_document(address="192.0.2.10"), ttl=5,
+                     tick=0.05)
+    stop = threading.Event()
+    thread = threading.Thread(target=loop.run, args=(stop,), daemon=True)
+    thread.start()
+
+    def fetches() -> list[dict]:
+        return [f.value for f in store.range("audit/")[0] if f.value["verb"] == "FetchSecrets"]
+
+    try:
+        store.txn(puts={
+            "desired/service/default/web": {"image": "busybox", "command": "sleep 30",
+                                            "secrets": [{"name": "default/db.password", "mount": "/run/s"}]},
+            "derived/placement/default/web-a": {"service": "default/web", "instance": "web-a", "node": "n1"},
+        })
+        instance = "observed/instance/default/web-a"
+        wait_for(lambda: (f := store.get(instance)) and f.value["state"] == "running")
+        coalesced = api_harness.server.audit.coalesced
+        wait_for(lambda: api_harness.server.audit.coalesced >= coalesced + 10)  # ten idle refreshes
+        idle = fetches()
+        assert 1 <= len(idle) <= 2, idle  # the start's fetch, and the refresh's batch (another object)
+        set_secret(store, keys, "db.password", "default", b"two")
+        wait_for(lambda: len(fetches()) == len(idle) + 1)  # the rotated value: recorded at once
+        time.sleep(1)
+        assert len(fetches()) == len(idle) + 1
+    finally:
+        stop.set()
+        thread.join(timeout=10)
