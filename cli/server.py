@@ -77,6 +77,7 @@ def server(
     from ccattler.cli.token import parse_duration
     from ccattler.engine.clientconfig import server_list
 
+    max_age = parse_duration(audit_max_age) if audit_max_age else 0.0  # refused before anything starts
     if controllers not in (None, "on", "off"):
         raise typer.BadParameter(f"{controllers!r}: expected on or off", param_hint="--controllers")
     runner = runner if controllers is None else controllers == "on"
@@ -90,7 +91,7 @@ def server(
                             metrics_listen=None if metrics == "off" else metrics, rate=rate,
                             burst=max(1, int(rate * 2)), max_message_bytes=max_message, workers=workers,
                             watch_max_bytes=watch_max_bytes, audit_keep=audit_keep,
-                            audit_max_age=parse_duration(audit_max_age) if audit_max_age else 0.0,
+                            audit_max_age=max_age,
                             audit_log_path=str(audit_log_path) if audit_log_path else None,
                             audit_log_max_bytes=audit_log_maxsize << 20,
                             audit_log_backups=audit_log_maxbackup)

@@ -27,7 +27,8 @@ _COMPLAIN_EVERY = 60.0
 
 
 class AuditFile:
-    """Appends JSON lines to `path` (0600, its directory created 0700), rotating at `max_bytes`."""
+    """Appends JSON lines to `path` (0600; a directory it creates is 0700), rotating at `max_bytes`.
+    Opened at once: a path that cannot be written refuses to start."""
 
     def __init__(self, path: str | Path, max_bytes: int = DEFAULT_MAX_BYTES, backups: int = DEFAULT_BACKUPS
                  ) -> None:
@@ -40,6 +41,10 @@ class AuditFile:
         self._lock = threading.Lock()
         self._complained = 0.0
         self._file: Any = None
+        try:  # a path that cannot be written is a start-up error, not a silent loss later
+            self._open()
+        except OSError as exc:
+            raise ValueError(f"cannot open the audit log file {self.path}: {exc.strerror or exc}") from None
 
     def write(self, record: dict[str, Any]) -> bool:
         """Append one record; False (logged, counted) when it could not be written."""

@@ -126,3 +126,32 @@ def test_the_server_ships_intent_and_outcome_lines_and_a_sink_failure_costs_no_r
     assert [r["decision"] for r in records(cluster.store)] == ["allowed", "allowed"]
     assert cluster.server.audit.sink.failures == 2
     assert cluster.store.get("desired/service/default/web").value["instances"] == 2
+
+
+def test_an_audit_log_path_that_cannot_be_written_stops_the_server_from_starting(tmp_path):
+    import pytest
+
+    from ccattler.engine.api.server import ApiServer, ServerOptions
+    from ccattler.engine.facts import CcaError
+    from ccattler.engine.pki import init_cluster
+    from ccattler.engine.store import open_store
+
+    (tmp_path / "taken").mkdir()
+    files = init_cluster(tmp_path / "pki", "127.0.0.1:7443")
+    store = open_store(f"sqlite://{tmp_path}/state.db")
+    try:
+        options = ServerOptions(listen="127.0.0.1:0", token_listen="127.0.0.1:0", metrics_listen=None,
+                                audit_log_path=str(tmp_path / "taken"))
+        with pytest.raises(CcaError, match="cannot open the audit log file .*taken"):
+            ApiServer(store, files, options)
+    finally:
+        store.close()
+
+
+def test_cca_server_refuses_a_bad_audit_age_before_starting():
+    from typer.testing import CliRunner
+
+    from ccattler.cli.main import app
+
+    result = CliRunner().invoke(app, ["server", "--audit-max-age", "soon"])
+    assert result.exit_code == 2 and "is not a duration" in result.output
