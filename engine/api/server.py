@@ -82,6 +82,8 @@ class ApiServer:
             except ValueError as exc:
                 raise CcaError(str(exc)) from None
         self.audit = audit_log = AuditLog(store, options.audit_keep, max_age=options.audit_max_age, sink=sink)
+        self.metrics.audit_coalesced.set_function(lambda: audit_log.coalesced)
+        self.metrics.audit_file_failures.set_function(lambda: sink.failures if sink else 0)
         agent = AgentService(store, ca, keys)
         agent.slices.max_bytes = options.watch_max_bytes
         cluster = ClusterService(store, keys, agent.tunnels, options.watch_max_bytes)

@@ -278,9 +278,11 @@ class SqliteStore(Store):
 
     def _replay(self, watch: QueueWatch) -> bool:
         """Queue the next part of a resumed watch's history (about half its byte bound); False
-        once it has caught up and follows live commits. Paced so that a watch resumed far back
-        costs the server one part at a time, never the whole history at once."""
-        with self._open():
+        once it has caught up and follows live commits (or the store closed). Paced so that a
+        watch resumed far back costs the server one part at a time, never the whole history at once."""
+        with self._lock:
+            if self._closed:
+                return False
             position = self._replaying.get(watch)
             if position is None:
                 return False
@@ -291,8 +293,9 @@ class SqliteStore(Store):
                 rows = self._conn.execute(
                     "SELECT rev, changes FROM history WHERE rev > ? ORDER BY rev LIMIT ?",
                     (position, _REPLAY_ROWS))
-                used = 0
+                used, read = 0, 0
                 for rev, blob in rows:
+                    read += 1
                     if used and used + len(blob) > watch.max_bytes // 2:
                         break  # the rest next time: a part never outgrows the bound
                     changes = decode_changes(blob)
@@ -300,6 +303,8 @@ class SqliteStore(Store):
                     if matching:
                         watch.push(matching, len(blob) * len(matching) // len(changes))
                     position, used = rev, used + len(blob)
+                if not read:  # no history past it: caught up (never spin on a gap)
+                    position = self._rev
             if position < self._rev:
                 self._replaying[watch] = position
                 return True

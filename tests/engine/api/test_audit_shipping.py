@@ -58,6 +58,10 @@ def test_an_idle_nodes_secret_refreshes_write_one_record_until_what_they_deliver
         assert (first["principal"], first["decision"]) == ("n1", "allowed")
         assert "web-a1" in first["object"] and "web-a2" in first["object"]
         assert cluster.server.audit.coalesced == 19
+        import urllib.request
+
+        with urllib.request.urlopen(f"http://{cluster.server.metrics_listen}/metrics") as page:
+            assert "cca_audit_coalesced 19.0" in page.read().decode()
 
         set_secret(cluster.store, keys, "db.password", "shop", b"two")  # what it delivers changes
         for _ in range(5):
