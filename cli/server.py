@@ -49,6 +49,22 @@ def server(
     identity_ttl: Annotated[float, typer.Option("--identity-ttl", help="Seconds a workload identity "
                                                                        "(SPIFFE X.509-SVID) is valid; "
                                                                        "agents rotate at 2/3.")] = 3600.0,
+    watch_max_bytes: Annotated[int, typer.Option("--watch-max-bytes", min=65536, help="Bytes queued for one "
+                                                 "watch stream before a client that reads too slowly is "
+                                                 "dropped (it resumes from its last revision).")
+                               ] = 8 << 20,
+    audit_keep: Annotated[int, typer.Option("--audit-keep", min=1, help="Audit records kept in the store "
+                                            "(the newest).")] = 100_000,
+    audit_max_age: Annotated[str | None, typer.Option("--audit-max-age", help="Drop audit records older "
+                                                      "than this (e.g. 30d, 12h; default: no age limit).")
+                             ] = None,
+    audit_log_path: Annotated[Path | None, typer.Option("--audit-log-path", help="Also write every audit "
+                                                        "record to this file as JSON lines (rotated).")
+                              ] = None,
+    audit_log_maxsize: Annotated[int, typer.Option("--audit-log-maxsize", min=1, help="Megabytes of the "
+                                                   "audit log file before it is rotated.")] = 100,
+    audit_log_maxbackup: Annotated[int, typer.Option("--audit-log-maxbackup", min=0, help="Rotated audit "
+                                                     "log files kept (file.1 … file.N).")] = 5,
     time_zone: Annotated[str, typer.Option("--time-zone", help="The cluster's time zone (autoscaling "
                                                                "schedule windows).")] = "UTC",
     rebalance_interval: Annotated[float, typer.Option("--rebalance-interval", min=0.0, help="Seconds "
@@ -64,8 +80,10 @@ def server(
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     from ccattler.cli.runner import start_runner, store_url
+    from ccattler.cli.token import parse_duration
     from ccattler.engine.clientconfig import server_list
 
+    max_age = parse_duration(audit_max_age) if audit_max_age else 0.0  # refused before anything starts
     if controllers not in (None, "on", "off"):
         raise typer.BadParameter(f"{controllers!r}: expected on or off", param_hint="--controllers")
     runner = runner if controllers is None else controllers == "on"
@@ -78,7 +96,11 @@ def server(
     options = ServerOptions(listen=listen, token_listen=token_listen,
                             metrics_listen=None if metrics == "off" else metrics, rate=rate,
                             burst=max(1, int(rate * 2)), max_message_bytes=max_message, workers=workers,
-                            identity_ttl=identity_ttl)
+                            identity_ttl=identity_ttl, watch_max_bytes=watch_max_bytes, audit_keep=audit_keep,
+                            audit_max_age=max_age,
+                            audit_log_path=str(audit_log_path) if audit_log_path else None,
+                            audit_log_max_bytes=audit_log_maxsize << 20,
+                            audit_log_backups=audit_log_maxbackup)
     opened = open_store(store_url(store, context))
     api = ApiServer(opened, ClusterFiles(root), options).start()
     loop = None

@@ -58,6 +58,9 @@ class AgentService(IdentityCalls):
         # Logs and exec sessions down the nodes' own streams, opened on demand through the slice.
         self.tunnels = TunnelHub(summon=self.slices.summon)
 
+    #: Reads an agent repeats on a timer: recorded when what they deliver changes (calls.py).
+    AUDIT_COALESCED = frozenset({"FetchSecrets"})
+
     def audit_object(self, method: str, request: Any) -> str | None:
         if method == "Join":
             return f"node {request.node}"

@@ -4,6 +4,7 @@ errors mapped to status codes with the error's message (never a traceback)."""
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import time
 import uuid
@@ -93,6 +94,9 @@ class _Handling:
     def __init__(self, plumbing: Plumbing, servicer: Any, name: str, public: bool) -> None:
         self.plumbing, self.servicer, self.name, self.public = plumbing, servicer, name, public
         self.fn = getattr(servicer, name)
+        #: A read repeated with the same outcome (a periodic secret refresh) is recorded once:
+        #: `audit.AuditLog.record_once`. It runs first and is answered only once audited.
+        self.coalesced = name in getattr(servicer, "AUDIT_COALESCED", ())
 
     def begin(self, context: grpc.ServicerContext) -> Call:
         peer = context.peer()
@@ -131,6 +135,23 @@ class _Handling:
                                    f"({type(exc).__name__}); nothing was changed") from None
         return entry
 
+    def deliver(self, call: Call, request: Any, reply: Any) -> None:
+        """The record of a coalesced read that succeeded, before its answer goes out: written
+        unless it delivers what the last record for the same caller and object did (fail closed:
+        unwritten, the answer is refused)."""
+        target = self.target(request)
+        if target is None:
+            return
+        entry = audit.AuditRecord(call.request_id, time.time(), _who(call, call.context), self.name, target,
+                                  "allowed")
+        digest = hashlib.sha256(reply.SerializeToString(deterministic=True)).hexdigest()
+        try:
+            self.plumbing.audit.record_once(entry, digest)
+        except Exception as exc:
+            log.exception("could not write audit record %s; refusing the call", entry)
+            raise AuditUnavailable(f"{self.name} refused: its audit record could not be written "
+                                   f"({type(exc).__name__}); nothing was delivered") from None
+
     def audit(self, call: Call | None, context: grpc.ServicerContext, request: Any,
               code: grpc.StatusCode, message: str, intent: audit.AuditRecord | None = None) -> None:
         """The outcome, over the intent record when there is one (same key)."""
@@ -146,7 +167,10 @@ class _Handling:
             entry = audit.AuditRecord(call.request_id if call else uuid.uuid4().hex[:12], time.time(),
                                       _who(call, context), self.name, target or "", decision, reason)
         try:
-            self.plumbing.audit.record(entry)
+            if self.coalesced:
+                self.plumbing.audit.record_once(entry, f"{decision}: {reason}")
+            else:
+                self.plumbing.audit.record(entry)
         except Exception:  # the intent record already stands for the call; this one adds the outcome
             log.exception("could not write the outcome of audit record %s", entry)
 
@@ -168,16 +192,22 @@ class _Handling:
 def _unary(h: _Handling, request_cls: type) -> Callable:
     def behavior(raw: bytes, context: grpc.ServicerContext) -> Any:
         started, call, request, code, message = time.perf_counter(), None, None, grpc.StatusCode.OK, ""
-        intent = None
+        intent, audited = None, False
         try:
             call = h.begin(context)
             request = _parse(request_cls, raw)
+            if h.coalesced:
+                reply = h.fn(request, call)
+                h.deliver(call, request, reply)
+                audited = True
+                return reply
             intent = h.intend(call, request)
             return h.fn(request, call)
         except Exception as exc:
             code, message = h.fail(exc, call)
         finally:
-            h.audit(call, context, request, code, message, intent)
+            if not audited:
+                h.audit(call, context, request, code, message, intent)
             h.finish(code, started)
         context.abort(code, message)
 

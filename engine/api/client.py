@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import logging
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -18,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import grpc
 
 from ccattler.engine.api.client_calls import ClusterCalls
-from ccattler.engine.api.errors import RETRIABLE_CODES
+from ccattler.engine.api.errors import RETRIABLE_CODES, fell_behind_at
 from ccattler.engine.api.gen.ccattler.v1 import api_pb2, api_pb2_grpc
 from ccattler.engine.api.sources import to_wire
 from ccattler.engine.clientconfig import Context, server_list, token_address
@@ -30,6 +31,8 @@ if TYPE_CHECKING:
 
 DEFAULT_TIMEOUT = 60.0
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+
+log = logging.getLogger(__name__)
 
 
 class ApiError(CcaError):
@@ -163,12 +166,27 @@ class Client(ClusterCalls):
             if exc.code() != grpc.StatusCode.CANCELLED:
                 raise self._error(exc) from None
 
-    def watch(self, prefix: str, from_revision: int = 0) -> Iterator[dict[str, Any]]:
-        """Events under `prefix` after `from_revision` (resume by passing the last revision seen)."""
-        request = api_pb2.WatchRequest(prefix=prefix, from_revision=from_revision)
-        for event in self.stream(self.cluster, "Watch", request):
-            yield {"kind": event.kind, "key": event.key, "revision": event.revision,
-                   "value": json.loads(event.value_json) if event.value_json else None}
+    def watch(self, prefix: str, from_revision: int = 0, resume: bool = True) -> Iterator[dict[str, Any]]:
+        """Events under `prefix` after `from_revision` (resume by passing the last revision seen).
+
+        A server that drops this watch for reading too slowly (RESOURCE_EXHAUSTED "fell behind at
+        revision R") is asked again from R: events of R may come twice, none is lost. A resumed
+        watch that falls behind again before delivering anything gives up with that error."""
+        while True:
+            request = api_pb2.WatchRequest(prefix=prefix, from_revision=from_revision)
+            progressed = False
+            try:
+                for event in self.stream(self.cluster, "Watch", request):
+                    progressed = True
+                    yield {"kind": event.kind, "key": event.key, "revision": event.revision,
+                           "value": json.loads(event.value_json) if event.value_json else None}
+                return
+            except ApiError as exc:
+                at = fell_behind_at(str(exc)) if exc.code == grpc.StatusCode.RESOURCE_EXHAUSTED else None
+                if not resume or at is None or (not progressed and at <= from_revision):
+                    raise
+                log.warning("%s: resuming from revision %d", exc, at)
+                from_revision = at
 
     def watch_state(self, from_revision: int = 0) -> Iterator[dict[str, Any]]:
         """Events of desired/, derived/ and observed/ as three watches merged (in arrival order):

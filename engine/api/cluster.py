@@ -14,7 +14,7 @@ from ccattler.engine.admission.capabilities import OBJECT_CAPABILITY_KIND, ref_f
 from ccattler.engine.admission.model import Denied, ObjectRef, Principal
 from ccattler.engine.api import audit, views
 from ccattler.engine.api.calls import Call
-from ccattler.engine.api.errors import BadRequest, NotFound
+from ccattler.engine.api.errors import BadRequest, FellBehind, NotFound
 from ccattler.engine.api.gen.ccattler.v1 import api_pb2
 from ccattler.engine.api.node_calls import NodeCalls, intent_summary
 from ccattler.engine.api.read_access import ReadAccess
@@ -38,6 +38,7 @@ from ccattler.engine.facts import DEFAULT_TENANT, NAMESPACED_KINDS, parse_servic
 from ccattler.engine.facts.read_guards import ReadGuard, prefix_guard
 from ccattler.engine.secrets import KeyProvider, delete_secret, list_secrets, rotate_secret, set_secret
 from ccattler.engine.store import Store
+from ccattler.engine.store.queue_watch import behind
 
 #: Roots a watch prefix may start with (what each key needs: engine/facts/keys.py READ_GUARDS).
 _WATCH_ROOTS = ("desired/", "derived/", "observed/", "audit/", "leader/", "intent/", "secret/", "auth/")
@@ -74,8 +75,10 @@ def _tenant(request: Any) -> str:
 class ClusterService(WorkloadCalls, NodeCalls, RolloutCalls):
     """ccattler.v1.Cluster over one store."""
 
-    def __init__(self, store: Store, keys: KeyProvider, tunnels: TunnelHub | None = None) -> None:
+    def __init__(self, store: Store, keys: KeyProvider, tunnels: TunnelHub | None = None,
+                 watch_max_bytes: int = 8 * 1024 * 1024) -> None:
         self.store, self.keys = store, keys
+        self.watch_max_bytes = watch_max_bytes  # queued bytes per Watch stream before it is dropped
         self.tunnels = tunnels or TunnelHub()  # the agents' tunnels (AgentService holds the same)
 
     def audit_object(self, method: str, request: Any) -> str | None:
@@ -240,13 +243,17 @@ class ClusterService(WorkloadCalls, NodeCalls, RolloutCalls):
         """Events under a prefix; an empty prefix means all of desired/, derived/ and observed/
         (cluster.admin). A prefix with one guard (one kind and tenant, `audit/`…) is authorized
         up front and again as the stream goes on; a wider one streams only the keys the caller
-        may read (`read_guard` of each key)."""
+        may read (`read_guard` of each key). A client that reads too slowly (`watch_max_bytes`
+        queued) is dropped with RESOURCE_EXHAUSTED naming the last revision it got, and resumes
+        from there."""
         prefix = request.prefix
         access = ReadAccess(self.store, call.principal)
         whole = self._watch_guard(access, prefix)
-        with self.store.watch(prefix, request.from_revision or None) as watch:
+        with self.store.watch(prefix, request.from_revision or None, self.watch_max_bytes) as watch:
             while call.context.is_active():
                 event = watch.get(timeout=1.0)
+                if event is not None and (detail := behind(event)) is not None:
+                    raise FellBehind(detail["last_revision"], detail["queued_bytes"], detail["max_bytes"])
                 if event is None:
                     continue
                 if event.kind != "resync":

@@ -3,6 +3,8 @@ error's own message; anything unexpected is INTERNAL with a request id, never a 
 
 from __future__ import annotations
 
+import re
+
 import grpc
 
 from ccattler.engine.facts import CcaError, InvalidKey, InvalidValue
@@ -36,6 +38,24 @@ class RateLimited(CcaError):
     retriable = True
 
 
+class FellBehind(CcaError):
+    """A watch stream's client read too slowly: its queue passed the byte bound, so the server
+    dropped it. The client resumes from the last revision it received (or re-lists)."""
+
+    retriable = True
+
+    def __init__(self, revision: int, queued: int, limit: int) -> None:
+        super().__init__(f"watch fell behind at revision {revision} ({queued} bytes queued, limit {limit}); "
+                         f"resume from revision {revision} or re-list")
+        self.revision = revision
+
+
+def fell_behind_at(details: str) -> int | None:
+    """The revision to resume from, out of a `FellBehind` message (None: some other error)."""
+    match = re.match(r"watch fell behind at revision (\d+)", details)
+    return int(match.group(1)) if match else None
+
+
 #: Checked in order; the first class the error is an instance of decides the code.
 _CODES: list[tuple[str, grpc.StatusCode]] = [
     ("Unauthenticated", grpc.StatusCode.UNAUTHENTICATED),
@@ -49,6 +69,7 @@ _CODES: list[tuple[str, grpc.StatusCode]] = [
     ("SecretConflict", grpc.StatusCode.ABORTED),
     ("RateLimited", grpc.StatusCode.RESOURCE_EXHAUSTED),
     ("TxnTooLarge", grpc.StatusCode.RESOURCE_EXHAUSTED),
+    ("FellBehind", grpc.StatusCode.RESOURCE_EXHAUSTED),
     ("StoreUnavailable", grpc.StatusCode.UNAVAILABLE),
     ("AuditUnavailable", grpc.StatusCode.UNAVAILABLE),
     ("Compacted", grpc.StatusCode.OUT_OF_RANGE),

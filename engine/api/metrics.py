@@ -30,6 +30,11 @@ class ApiMetrics:
                                ["reason"], registry=self.registry)
         self.streams = Gauge("cca_api_open_streams", "Open watch and heartbeat streams", ["method"],
                              registry=self.registry)
+        self.audit_coalesced = Gauge("cca_audit_coalesced", "Calls an earlier identical audit record "
+                                     "stands for (repeated secret refreshes), since start",
+                                     registry=self.registry)
+        self.audit_file_failures = Gauge("cca_audit_file_failures", "Audit lines the file sink could not "
+                                         "write (each record is still in the store)", registry=self.registry)
 
 
 class MetricsServer:

@@ -5,8 +5,11 @@ admin, nodes, workloads); `token_listen` (default: the next port) is server-veri
 present bearer tokens and joining nodes present join tokens. gRPC's Python API cannot ask for an
 optional client certificate on one port, hence two. Limits: `max_message_bytes`, `rate`/`burst` per
 caller, `auth_failure_rate`/`_burst` per host (failed logins are audited only up to that rate);
-`audit_keep` bounds the audit records kept; `identity_ttl` is how long workload identities live
-(1 h; agents rotate at 2/3).
+`watch_max_bytes` queued per Watch/WatchSlice stream (a slower client is dropped with
+RESOURCE_EXHAUSTED and resumes). Audit: `audit_keep` records and `audit_max_age` seconds kept in
+the store (0: no age limit); `audit_log_path` adds a JSON-lines file sink rotated at
+`audit_log_max_bytes` with `audit_log_backups` old files kept. `identity_ttl` is how long
+workload identities live (1 h; agents rotate at 2/3).
 `/metrics` and `/healthz` are plain HTTP on `metrics_listen` (localhost by default).
 """
 
@@ -20,7 +23,8 @@ from dataclasses import dataclass
 import grpc
 
 from ccattler.engine.api.agent import AgentService
-from ccattler.engine.api.audit import DEFAULT_KEEP, AuditLog
+from ccattler.engine.api.audit import DEFAULT_KEEP, DEFAULT_MAX_AGE, AuditLog
+from ccattler.engine.api.audit_file import DEFAULT_BACKUPS, DEFAULT_MAX_BYTES, AuditFile
 from ccattler.engine.api.authn import CertAuthenticator, TokenAuthenticator
 from ccattler.engine.api.calls import Plumbing, handler
 from ccattler.engine.api.cluster import ClusterService
@@ -49,6 +53,11 @@ class ServerOptions:
     audit_keep: int = DEFAULT_KEEP
     #: Seconds a workload identity (X.509-SVID) is valid (engine/pki/svid.py LIFETIME_RANGE).
     identity_ttl: float = WORKLOAD_LIFETIME.total_seconds()
+    audit_max_age: float = DEFAULT_MAX_AGE
+    audit_log_path: str | None = None
+    audit_log_max_bytes: int = DEFAULT_MAX_BYTES
+    audit_log_backups: int = DEFAULT_BACKUPS
+    watch_max_bytes: int = 8 * 1024 * 1024
     #: Threads per listener. The sync gRPC server holds one per open stream (each agent keeps its
     #: slice watch open; heartbeats are short calls, logs/exec tunnels open only while used), so
     #: this bounds the nodes one server carries (~200 by default; `cca server --workers`);
@@ -79,10 +88,20 @@ class ApiServer:
         self.metrics = ApiMetrics()
         limiter = RateLimiter(options.rate, options.burst)
         failures = RateLimiter(options.auth_failure_rate, options.auth_failure_burst)
-        audit_log = AuditLog(store, options.audit_keep)
+        sink = None
+        if options.audit_log_path:
+            try:
+                sink = AuditFile(options.audit_log_path, options.audit_log_max_bytes,
+                                 options.audit_log_backups)
+            except ValueError as exc:
+                raise CcaError(str(exc)) from None
+        self.audit = audit_log = AuditLog(store, options.audit_keep, max_age=options.audit_max_age, sink=sink)
+        self.metrics.audit_coalesced.set_function(lambda: audit_log.coalesced)
+        self.metrics.audit_file_failures.set_function(lambda: sink.failures if sink else 0)
         agent = AgentService(store, ca, keys)
         agent.identity_lifetime = identity_lifetime(options.identity_ttl)
-        cluster = ClusterService(store, keys, agent.tunnels)
+        agent.slices.max_bytes = options.watch_max_bytes
+        cluster = ClusterService(store, keys, agent.tunnels, options.watch_max_bytes)
         self._slices = agent.slices
         self.tunnels = agent.tunnels  # which nodes have a logs/exec tunnel open
         grpc_options = [("grpc.max_receive_message_length", options.max_message_bytes),
@@ -133,6 +152,7 @@ class ApiServer:
     def start(self) -> ApiServer:
         self.mtls.start()
         self.token.start()
+        self.audit.start_pruning()
         log.info("serving mutual TLS on %s and bearer tokens on %s", self.listen, self.token_listen)
         return self
 
@@ -140,6 +160,7 @@ class ApiServer:
         for server in (self.mtls, self.token):
             server.stop(grace)
         self._slices.close()
+        self.audit.close()
         if self._metrics_server is not None:
             self._metrics_server.close()
 

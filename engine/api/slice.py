@@ -11,8 +11,9 @@ When a placement moves, the old node gets deletes for it (and for the service sp
 needs); the new node gets the placement, the instance document and, the first time, the spec.
 A resumed watch that missed changes gets `resync` (the agent re-reads from revision 0); `summon`
 sends a `tunnel` event (the server wants a logs/exec session: the agent opens its tunnel). Knobs:
-`MAX_PENDING`, the backlog after which a slow subscriber is told to resync; `BATCH`, the most
-events sent in one message.
+`MAX_PENDING` events or `max_bytes` (the server's `watch_max_bytes`) queued beyond the initial
+slice, after which a slow subscriber's stream is dropped with RESOURCE_EXHAUSTED (`FellBehind`; the
+agent resumes, and re-reads its slice); `BATCH`, the most events sent in one message.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from ccattler.engine.api.errors import FellBehind
 from ccattler.engine.api.gen.ccattler.v1 import api_pb2
 from ccattler.engine.facts.keys import DNS
 from ccattler.engine.store import Store
@@ -50,6 +52,9 @@ _PER_SERVICE = (_SERVICES, _ROLLOUTS)
 _OWN = ("derived/firewall/", "derived/node/", "desired/node/")
 _ROUTED = (_PLACEMENTS, _ADDRESSES, _INSTANCES, _SERVICES, _ROLLOUTS, *_SHARED, *_OWN)
 MAX_PENDING = 100_000
+MAX_BYTES = 8 * 1024 * 1024
+#: What an event costs besides its key and document (its objects, its wire form).
+_OVERHEAD = 128
 #: Events per WatchSlice message at most (one gRPC message costs far more than one event in it).
 BATCH = 1_000
 
@@ -97,41 +102,68 @@ def _varint(n: int) -> bytes:
 class _Subscriber:
     """One WatchSlice stream's queue. A cluster-wide document (an endpoint list) changed again
     before its earlier version was sent is sent once, in its latest version: a node that falls
-    behind catches up on state, not on every step of it."""
+    behind catches up on state, not on every step of it. Queued bytes are bounded (the initial
+    slice aside: it is the hub's own documents); past the bound the subscriber is dropped."""
 
-    def __init__(self, node: str) -> None:
-        self.node = node
+    def __init__(self, node: str, max_bytes: int = MAX_BYTES) -> None:
+        self.node, self.max_bytes = node, max_bytes
         self.events: deque[Event] = deque()
         self.latest: dict[str, Event] = {}  # queued shared key → its newest queued event
         self.cond = threading.Condition(threading.Lock())
+        self.queued_bytes = 0
+        self.exempt = 0  # leading events not counted (the initial slice)
+        self.delivered = 0  # the newest revision handed out
+        self.dropped: FellBehind | None = None
 
-    def push(self, events: list[Event]) -> None:
+    def push(self, events: list[Event], counted: bool = True) -> None:
         with self.cond:
+            if self.dropped is not None:
+                return
+            size = sum(_size(e) for e in events) if counted else 0
+            if self.events and (len(self.events) + len(events) > MAX_PENDING
+                                or self.queued_bytes + size > self.max_bytes):
+                self.dropped = FellBehind(self.delivered, self.queued_bytes + size, self.max_bytes)
+                self.events.clear()
+                self.latest.clear()
+                self.queued_bytes = self.exempt = 0
+                self.cond.notify_all()
+                return
+            if not counted:
+                self.exempt += len(events)
+            self.queued_bytes += size
             self.events.extend(events)
             for event in events:
                 if event.key.startswith(_SHARED):
                     self.latest[event.key] = event
-            if len(self.events) > MAX_PENDING:
-                newest = max(e.revision for e in self.events)
-                self.events.clear()
-                self.latest.clear()
-                self.events.append(Event("resync", "", None, newest))
             self.cond.notify_all()
 
     def get(self, timeout: float, limit: int = 1) -> list[Event]:
-        """Up to `limit` queued events, waiting up to `timeout` for the first."""
+        """Up to `limit` queued events, waiting up to `timeout` for the first; raises `FellBehind`
+        once the subscriber was dropped."""
         with self.cond:
-            if not self.events:
+            if not self.events and self.dropped is None:
                 self.cond.wait(timeout)
+            if self.dropped is not None:
+                raise self.dropped
             out: list[Event] = []
             while self.events and len(out) < limit:
                 event = self.events.popleft()
+                if self.exempt:
+                    self.exempt -= 1
+                else:
+                    self.queued_bytes -= _size(event)
                 if event.key.startswith(_SHARED):
                     if self.latest.get(event.key) is not event:
                         continue  # superseded by a later version further back in the queue
                     del self.latest[event.key]
                 out.append(event)
+            if out:
+                self.delivered = max(self.delivered, out[-1].revision)
             return out
+
+
+def _size(event: Event) -> int:
+    return _OVERHEAD + len(event.key) + len(event.value_json)
 
 
 def _instance_of(key: str) -> str:
@@ -143,8 +175,8 @@ def _instance_of(key: str) -> str:
 class SliceHub:
     """Routes store changes to per-node subscribers; starts its watch on the first subscription."""
 
-    def __init__(self, store: Store) -> None:
-        self.store = store
+    def __init__(self, store: Store, max_bytes: int = MAX_BYTES) -> None:
+        self.store, self.max_bytes = store, max_bytes
         self._lock = threading.Lock()
         self._subs: dict[str, set[_Subscriber]] = defaultdict(set)
         self._thread: threading.Thread | None = None
@@ -170,11 +202,12 @@ class SliceHub:
     def batches(self, node: str, from_revision: int, active: Callable[[], bool], limit: int = BATCH
                 ) -> Iterator[list[Event]]:
         """The same events in lists of up to `limit`: whatever is queued when the consumer asks."""
-        sub = _Subscriber(node)
+        sub = _Subscriber(node, self.max_bytes)
+        sub.delivered = max(0, from_revision)
         with self._lock:
             self._start()
             if from_revision <= 0:
-                sub.push([*self._current(node), Event("synced", "", None, self.revision)])
+                sub.push([*self._current(node), Event("synced", "", None, self.revision)], counted=False)
             elif from_revision < self.revision:  # the changes in between are not kept per node
                 sub.push([Event("resync", "", None, self.revision)])
             self._subs[node].add(sub)

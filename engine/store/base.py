@@ -127,13 +127,14 @@ class Store(abc.ABC):
         """The current revision."""
 
     @abc.abstractmethod
-    def watch(self, prefix: str, from_revision: int | None = None) -> Watch:
+    def watch(self, prefix: str, from_revision: int | None = None, max_bytes: int | None = None) -> Watch:
         """Events under `prefix` with revision > `from_revision` (default: from now on).
 
         Pass the revision a `range` returned to see every change after that snapshot. If that
         history has been compacted, the first event is `Event("resync", prefix, None, R)`: re-read
         with `range(prefix)` (at R or later); the watch goes on with the events after R. A reader
-        that falls 100,000 events behind gets the same resync in place of its backlog.
+        that falls 100,000 events or `max_bytes` (default `queue_watch.MAX_BYTES`) behind gets a
+        resync in place of its backlog, whose value says so (`queue_watch.behind`).
         """
 
     @abc.abstractmethod

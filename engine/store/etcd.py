@@ -134,12 +134,12 @@ class EtcdStore(Store):
 
     # -- watches -----------------------------------------------------------------------------
 
-    def watch(self, prefix: str, from_revision: int | None = None) -> Watch:
+    def watch(self, prefix: str, from_revision: int | None = None, max_bytes: int | None = None) -> Watch:
         start, end = self._range_bounds(prefix)
         if from_revision is None:
             from_revision = self.revision()
         watch = EtcdWatch(self._conn, prefix, start, end, from_revision, len(self._prefix), self.revision,
-                          on_cancel=self._watches.discard)
+                          on_cancel=self._watches.discard, max_bytes=max_bytes)
         self._watches.add(watch)
         watch.start()
         return watch

@@ -1,6 +1,8 @@
 """One etcd watch stream per `Watch`, resumed from the last delivered revision + 1 after any break.
 
-Gap-free: every (re)connect asks for `start_revision` = the next revision not yet delivered. When
+Gap-free: every (re)connect asks for `start_revision` = the next revision not yet delivered. History
+older than the watch (a resumed watch) is taken at the reader's pace (`wait_room`), so replaying it
+never overflows the byte bound; live events past the bound make the resync of `QueueWatch`. When
 etcd reports that revision compacted, the watch delivers a resync event at the current revision
 and goes on from there. Reconnects back off from 50 ms to 1 s.
 """
@@ -36,13 +38,15 @@ class EtcdWatch(QueueWatch):
         key_prefix_length: int,
         current_revision: Callable[[], int],
         on_cancel: Callable[[QueueWatch], None],
+        max_bytes: int | None = None,
     ) -> None:
-        super().__init__(prefix, on_cancel)
+        super().__init__(prefix, on_cancel, max_bytes=max_bytes, after=from_revision)
         self._conn = conn
         self._start, self._end = start, end
         self._next = from_revision + 1
         self._strip = key_prefix_length
         self._current_revision = current_revision
+        self._replay_to = current_revision()  # history up to here is replayed at the reader's pace
         self._stream_lock = threading.Lock()
         self._requests: queue.SimpleQueue | None = None
         self._call = None
@@ -97,10 +101,15 @@ class EtcdWatch(QueueWatch):
                     return
                 if response.canceled:
                     raise StoreError(f"etcd cancelled the watch: {response.cancel_reason}")
-                events = [self._event(event) for event in response.events]
+                events = [(self._event(event), _size(event)) for event in response.events]
+                if events and events[0][0].revision <= self._replay_to:
+                    for event, size in events:  # history: etcd keeps it, so it can wait for room
+                        self.wait_room(self.max_bytes // 2)
+                        self.push([event], size)
+                elif events:
+                    self.push([event for event, _ in events], sum(size for _, size in events))
                 if events:
-                    self.push(events)
-                    self._next = events[-1].revision + 1
+                    self._next = events[-1][0].revision + 1
         except grpc.RpcError as exc:
             if not self.cancelled and exc.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.UNKNOWN):
                 self._conn.fail_over(index)
@@ -119,6 +128,11 @@ class EtcdWatch(QueueWatch):
         if event.type == kv_pb2.Event.DELETE:
             return Event("delete", key, None, kv.mod_revision, prev)
         return Event("put", key, decode(kv.value), kv.mod_revision, prev)
+
+
+def _size(event) -> int:
+    """What an etcd event weighs: its key, value and previous value."""
+    return len(event.kv.key) + len(event.kv.value) + len(event.prev_kv.value)
 
 
 def _drain(requests: queue.SimpleQueue) -> Iterator:

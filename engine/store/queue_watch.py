@@ -1,7 +1,11 @@
 """A `Watch` fed by a producer thread: events are pushed at commit time and woken without polling.
 
-Knob: `max_pending` — a consumer that falls this many events behind gets its backlog replaced by
-one resync event (re-read with `range`), so a stalled reader cannot eat the server's memory.
+Knobs: `max_pending` events and `max_bytes` queued bytes — a consumer that falls further behind
+gets its backlog replaced by one resync event whose value says it fell behind (`BEHIND`, with the
+last revision it was given), so a stalled reader cannot eat the server's memory. A batch pushed
+into an empty queue is always taken whole, so one commit larger than `max_bytes` does not cut off
+a reader that is keeping up: the bound is `max_bytes` plus one commit. `refill` lets a backend
+hand out history at the reader's pace (called whenever the queue is empty, until it says no more).
 """
 
 from __future__ import annotations
@@ -13,6 +17,21 @@ from collections.abc import Callable, Iterable
 from ccattler.engine.store.base import Event, Watch
 
 MAX_PENDING = 100_000
+#: Queued bytes for the server's own watches (slice hub, controllers); API clients get less
+#: (`ServerOptions.watch_max_bytes`).
+MAX_BYTES = 64 * 1024 * 1024
+#: What an event costs besides its documents (the objects holding it).
+EVENT_OVERHEAD = 64
+#: The resync value that means "this reader fell behind", not "history was compacted".
+BEHIND = "fell behind"
+
+
+def behind(event: Event) -> dict | None:
+    """The details of a fell-behind resync (`last_revision`, `queued_bytes`, `max_bytes`), else None."""
+    value = event.value
+    if event.kind == "resync" and isinstance(value, dict) and value.get("reason") == BEHIND:
+        return value
+    return None
 
 
 class QueueWatch(Watch):
@@ -23,37 +42,78 @@ class QueueWatch(Watch):
         prefix: str,
         on_cancel: Callable[[QueueWatch], None] | None = None,
         max_pending: int = MAX_PENDING,
+        max_bytes: int | None = None,
+        after: int = 0,
+        refill: Callable[[QueueWatch], bool] | None = None,
     ) -> None:
         self.prefix = prefix
         self.max_pending = max_pending
-        self._events: deque[Event] = deque()
+        self.max_bytes = MAX_BYTES if max_bytes is None else max_bytes
+        self._events: deque[tuple[Event, int]] = deque()
+        self.queued_bytes = 0
+        self._delivered = after  # the newest revision handed out (at first: where the watch starts)
         self._cond = threading.Condition(threading.Lock())
         self._cancelled = False
         self._on_cancel = on_cancel
+        self._refill = refill  # asked for more (history) when the queue runs dry; False: no more
+        self._waiting = 0  # producers in `wait_room`
 
     @property
     def cancelled(self) -> bool:
         return self._cancelled
 
-    def push(self, events: Iterable[Event]) -> None:
+    def push(self, events: Iterable[Event], size: int | None = None) -> None:
+        """Queue `events`; `size` is what they weigh in bytes (default: `EVENT_OVERHEAD` each)."""
+        batch = list(events)
+        if not batch:
+            return
+        each = EVENT_OVERHEAD if size is None else max(EVENT_OVERHEAD, size // len(batch))
         with self._cond:
             if self._cancelled:
                 return
-            self._events.extend(events)
-            if len(self._events) > self.max_pending:
+            total = each * len(batch)
+            if self._events and (len(self._events) + len(batch) > self.max_pending
+                                 or self.queued_bytes + total > self.max_bytes):
                 # Everything queued is at or before the newest revision: one resync replaces it.
-                newest = max(event.revision for event in self._events)
+                revisions = [event.revision for event, _ in self._events]
+                newest = max(*revisions, *(event.revision for event in batch))
+                # A revision only partly handed out is not complete: resuming repeats it, never skips.
+                complete = min(self._delivered, min(revisions) - 1)
+                detail = {"reason": BEHIND, "last_revision": complete,
+                          "queued_bytes": self.queued_bytes + total, "max_bytes": self.max_bytes}
                 self._events.clear()
-                self._events.append(Event("resync", self.prefix, None, newest))
+                self._events.append((Event("resync", self.prefix, detail, newest), EVENT_OVERHEAD))
+                self.queued_bytes = EVENT_OVERHEAD
+            else:
+                self._events.extend((event, each) for event in batch)
+                self.queued_bytes += total
             self._cond.notify_all()
 
     def get(self, timeout: float | None = None) -> Event | None:
+        while self._refill is not None and not self._events and not self._cancelled:
+            if not self._refill(self):  # outside our lock: the producer takes its own, then ours
+                self._refill = None
         with self._cond:
             if not self._events and not self._cancelled:
                 self._cond.wait_for(lambda: self._events or self._cancelled, timeout)
             if self._cancelled or not self._events:
                 return None
-            return self._events.popleft()
+            event, size = self._events.popleft()
+            self.queued_bytes -= size
+            if self._waiting:
+                self._cond.notify_all()
+            self._delivered = max(self._delivered, event.revision)
+            return event
+
+    def wait_room(self, limit: int) -> None:
+        """Block the producer until at most `limit` bytes are queued (or the watch is cancelled):
+        how a backend replays history at the reader's pace instead of cutting it off."""
+        with self._cond:
+            self._waiting += 1
+            try:
+                self._cond.wait_for(lambda: self.queued_bytes <= limit or self._cancelled)
+            finally:
+                self._waiting -= 1
 
     def cancel(self) -> None:
         with self._cond:
@@ -61,6 +121,7 @@ class QueueWatch(Watch):
                 return
             self._cancelled = True
             self._events.clear()
+            self.queued_bytes = 0
             self._cond.notify_all()
         if self._on_cancel is not None:
             self._on_cancel(self)

@@ -32,6 +32,11 @@ from ccattler.engine.store.sqlite_files import make_private
 from ccattler.engine.store.sqlite_leases import LeaseTable
 from ccattler.engine.store.sqlite_schema import OwnerLock, connect, connect_reader
 
+#: A resumed watch takes live commits only once it has replayed history (`_replay`).
+_LATER = 1 << 62
+#: History rows read per replay step.
+_REPLAY_ROWS = 1_000
+
 DEFAULT_HISTORY = 100_000
 _CHUNK = 500  # keys per `IN (…)` lookup, well under SQLite's parameter limit
 
@@ -87,6 +92,7 @@ class SqliteStore(Store):
         self._read_lock = threading.Lock() if path is not None else self._lock
         # Each watch with the revision it starts after (a watch may start in the future).
         self._watches: dict[QueueWatch, int] = {}
+        self._replaying: dict[QueueWatch, int] = {}  # resumed watches → the history they have been given
         meta = dict(self._conn.execute("SELECT name, value FROM meta"))
         newest = self._conn.execute("SELECT MAX(rev) FROM history").fetchone()[0] or 0
         self._rev: int = max(meta["revision"], newest)
@@ -249,34 +255,68 @@ class SqliteStore(Store):
         for watch, after in self._watches.items():
             if rev > after:
                 matching = [event for event in events if event.key.startswith(watch.prefix)]
-                if matching:
-                    watch.push(matching)
+                if matching:  # weighed as their share of the change log entry (values and previous)
+                    watch.push(matching, len(blob) * len(matching) // len(events))
 
     # -- watches -----------------------------------------------------------------------------
 
-    def watch(self, prefix: str, from_revision: int | None = None) -> Watch:
+    def watch(self, prefix: str, from_revision: int | None = None, max_bytes: int | None = None) -> Watch:
         check_key(prefix, prefix=True)
-        watch = QueueWatch(prefix, self._unwatch)
         with self._open():
+            watch = QueueWatch(prefix, self._unwatch, max_bytes=max_bytes,
+                               after=self._rev if from_revision is None else from_revision,
+                               refill=self._replay)
             if from_revision is not None and from_revision < self._rev:
                 if from_revision + 1 < self._compacted:
                     watch.push([Event("resync", prefix, None, self._rev)])
-                else:
-                    logs = self._conn.execute(
-                        "SELECT rev, changes FROM history WHERE rev > ? ORDER BY rev", (from_revision,)
-                    )
-                    for rev, blob in logs:
-                        watch.push(
-                            change_event(change, rev)
-                            for change in decode_changes(blob)
-                            if change[0].startswith(prefix)
-                        )
+                else:  # history first, at the reader's pace (`_replay`); live events after it
+                    self._replaying[watch] = from_revision
+                    self._watches[watch] = _LATER
+                    return watch
             self._watches[watch] = max(from_revision or 0, self._rev)
         return watch
+
+    def _replay(self, watch: QueueWatch) -> bool:
+        """Queue the next part of a resumed watch's history (about half its byte bound); False
+        once it has caught up and follows live commits (or the store closed). Paced so that a
+        watch resumed far back costs the server one part at a time, never the whole history at once."""
+        with self._lock:
+            if self._closed:
+                return False
+            position = self._replaying.get(watch)
+            if position is None:
+                return False
+            if position + 1 < self._compacted:  # compacted while it was catching up
+                watch.push([Event("resync", watch.prefix, None, self._rev)])
+                position = self._rev
+            else:
+                rows = self._conn.execute(
+                    "SELECT rev, changes FROM history WHERE rev > ? ORDER BY rev LIMIT ?",
+                    (position, _REPLAY_ROWS))
+                used, read = 0, 0
+                for rev, blob in rows:
+                    read += 1
+                    if used and used + len(blob) > watch.max_bytes // 2:
+                        break  # the rest next time: a part never outgrows the bound
+                    changes = decode_changes(blob)
+                    matching = [change_event(c, rev) for c in changes if c[0].startswith(watch.prefix)]
+                    if matching:
+                        watch.push(matching, len(blob) * len(matching) // len(changes))
+                    position, used = rev, used + len(blob)
+                if not read:  # no history past it: caught up (never spin on a gap)
+                    position = self._rev
+            if position < self._rev:
+                self._replaying[watch] = position
+                return True
+            del self._replaying[watch]
+            if watch in self._watches:
+                self._watches[watch] = position
+            return False
 
     def _unwatch(self, watch: QueueWatch) -> None:
         with self._lock:
             self._watches.pop(watch, None)
+            self._replaying.pop(watch, None)
 
     # -- leases ------------------------------------------------------------------------------
 

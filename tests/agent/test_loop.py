@@ -151,3 +151,91 @@ def test_an_instance_that_moved_to_another_node_does_not_jam_reports(api_harness
     finally:
         stop.set()
         thread.join(timeout=10)
+
+
+def test_an_agent_dropped_for_falling_behind_re_reads_its_slice_and_carries_on(api_harness, join_node,
+                                                                              caplog) -> None:
+    caplog.set_level("WARNING", "ccattler.agent.loop")
+    store = api_harness.store
+    api_harness.server._slices.max_bytes = 4096  # so a burst of shared documents outruns the agent
+    core = NodeCore("n1", SimRuntime(SimProfile(start_delay=0.0)))
+    agent = AgentClient(join_node("n1"))
+    watch_slice, release = agent.watch_slice, threading.Event()
+
+    def stuck_at_first(from_revision: int = 0):  # noqa: ANN202 — a node too busy to read its stream
+        for event in watch_slice(from_revision):
+            if event["key"].startswith("derived/endpoint/"):
+                release.wait()
+            yield event
+
+    agent.watch_slice = stuck_at_first
+    loop = AgentLoop(agent, core, node_document(address="192.0.2.10"), ttl=5, tick=0.1, retry=0.1)
+    stop = threading.Event()
+    thread = threading.Thread(target=loop.run, args=(stop,), daemon=True)
+    thread.start()
+    try:
+        wait_for(lambda: store.get("observed/node/n1"))
+        hub = api_harness.server._slices
+        [sub] = wait_for(lambda: list(hub._subs.get("n1", ())))  # the agent's slice stream
+        i = 0
+        while sub.dropped is None:  # write until the server gives up on it
+            assert i < 5_000
+            store.put(f"derived/endpoint/default/s{i % 20}", {"endpoints": [], "pad": "p" * 20_000, "i": i})
+            i += 1
+        last = i - 1
+        release.set()
+        wait_for(lambda: "watch fell behind at revision" in caplog.text)
+        store.txn(puts={
+            "desired/service/default/web": {"kind": "service", "tenant": "default", "name": "web",
+                                            "image": "busybox", "command": "httpd", "env": {},
+                                            "config": {"env": {}, "files": []},
+                                            "resources": {"cpu": 100, "memory": 1 << 20}},
+            "derived/placement/default/web-a": {"service": "default/web", "instance": "web-a", "node": "n1",
+                                                "revision": 1, "score": 0},
+        })
+        instance = "observed/instance/default/web-a"
+        wait_for(lambda: (f := store.get(instance)) and f.value["state"] == "running", timeout=20)
+        newest = f"derived/endpoint/default/s{last % 20}"
+        wait_for(lambda: (loop.state.facts.get(newest) or {}).get("i") == last)  # caught up on the state
+    finally:
+        stop.set()
+        thread.join(timeout=5)
+
+
+def test_an_idle_nodes_secret_refreshes_leave_one_audit_record(api_harness, join_node) -> None:
+    """Issue 19 part 5: the refresh tick re-fetches the same values; the server records the first
+    delivery and a changed one, not every tick."""
+    store = api_harness.store
+    keys = LocalKeyProvider.from_file(api_harness.files.master_key)
+    set_secret(store, keys, "db.password", "default", b"one")
+    core = NodeCore("n1", SimRuntime(SimProfile(start_delay=0.0)))
+    core.reconciler.secret_refresh = 0.2  # the tick every 0.2 s instead of 15 s
+    core.reconciler._next_refresh = 0.0
+    loop = AgentLoop(AgentClient(join_node("n1")), core, node_document(address="192.0.2.10"), ttl=5,
+                     tick=0.05)
+    stop = threading.Event()
+    thread = threading.Thread(target=loop.run, args=(stop,), daemon=True)
+    thread.start()
+
+    def fetches() -> list[dict]:
+        return [f.value for f in store.range("audit/")[0] if f.value["verb"] == "FetchSecrets"]
+
+    try:
+        store.txn(puts={
+            "desired/service/default/web": {"image": "busybox", "command": "sleep 30",
+                                            "secrets": [{"name": "default/db.password", "mount": "/run/s"}]},
+            "derived/placement/default/web-a": {"service": "default/web", "instance": "web-a", "node": "n1"},
+        })
+        instance = "observed/instance/default/web-a"
+        wait_for(lambda: (f := store.get(instance)) and f.value["state"] == "running")
+        coalesced = api_harness.server.audit.coalesced
+        wait_for(lambda: api_harness.server.audit.coalesced >= coalesced + 10)  # ten idle refreshes
+        idle = fetches()
+        assert 1 <= len(idle) <= 2, idle  # the start's fetch, and the refresh's batch (another object)
+        set_secret(store, keys, "db.password", "default", b"two")
+        wait_for(lambda: len(fetches()) == len(idle) + 1)  # the rotated value: recorded at once
+        time.sleep(1)
+        assert len(fetches()) == len(idle) + 1
+    finally:
+        stop.set()
+        thread.join(timeout=10)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 
@@ -163,3 +164,42 @@ def test_a_watch_from_a_future_revision_skips_what_comes_before_it(store):
 def test_range_at_revision_zero_means_now(store):
     store.put("z/a", 1)
     assert store.range("z/", 0) == store.range("z/")
+
+
+def test_a_watch_resumed_far_back_replays_history_at_the_readers_pace(store):
+    start = store.revision()
+    doc = "x" * 100_000
+    revisions = [store.put(f"big/{i}", doc) for i in range(50)]  # 5 MB of history
+    store.put("other/x", 1)
+    watch = store.watch("big/", start, max_bytes=1_000_000)
+    got, peak = [], 0
+    try:
+        while len(got) < len(revisions):
+            event = watch.get(timeout=5)
+            assert event is not None and event.kind == "put", event
+            got.append(event.revision)
+            peak = max(peak, watch.queued_bytes)
+            if len(got) == 10:
+                revisions.append(store.put("big/live", doc))  # a live commit waits its turn
+        assert got == revisions and peak <= 1_000_000
+    finally:
+        watch.cancel()
+
+
+def test_a_reader_that_stops_past_the_byte_bound_is_told_it_fell_behind(store):
+    from ccattler.engine.store.queue_watch import behind
+
+    watch = store.watch("big/", max_bytes=300_000)
+    try:
+        first = store.put("big/0", "x" * 100_000)
+        assert watch.get(timeout=5).revision == first
+        for i in range(1, 10):
+            store.put(f"big/{i}", "x" * 100_000)
+        time.sleep(1)  # etcd delivers to the watch's own thread: let it queue everything
+        deadline = time.monotonic() + 5
+        while (event := watch.get(timeout=1)) is not None and event.kind != "resync":
+            assert time.monotonic() < deadline
+        detail = behind(event)
+        assert detail is not None and detail["last_revision"] >= first
+    finally:
+        watch.cancel()

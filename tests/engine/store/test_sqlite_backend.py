@@ -168,3 +168,4 @@ def test_a_file_that_is_not_a_database_is_a_clear_error(tmp_path):
         open_store(f"sqlite://{path}")
     path.unlink()
     open_store(f"sqlite://{path}").close()  # the owner lock was released on the way out
+
