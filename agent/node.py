@@ -248,6 +248,14 @@ class NodeCore:
         self._sync_gates(facts)
         return observed
 
+    def sync_services(self, facts: Mapping[str, Any]) -> None:
+        """Only what VIP and endpoint documents drive — the data plane and the gates — without a
+        whole reconcile (the agent loop calls it as soon as those change; `apply` does it too).
+        Nothing before the node network exists (the first `apply` makes it)."""
+        if self.runtime.isolated_network and self.network is not None:
+            self._sync_dataplane(facts)
+            self._sync_gates(facts)
+
     def _volumes(self, facts: Mapping[str, Any], desired: Mapping[str, InstanceSpec],
                  observed: dict[str, dict[str, Any]]) -> None:
         """Delete the `persistent false` volumes no desired instance uses any more (once no other
