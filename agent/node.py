@@ -20,7 +20,7 @@ from typing import Any
 
 from ccattler.agent.dataplane.base import DataPlane, DataPlaneState
 from ccattler.agent.dataplane.factory import check_kind, ebpf_pin_name, make_dataplane
-from ccattler.agent.dataplane.state import dataplane_state, service_range
+from ccattler.agent.dataplane.state import StateBuilder, service_range
 from ccattler.agent.desired import InstanceSpec, declared_volumes, desired_instances, node_subnet
 from ccattler.agent.images.store import ImageStore
 from ccattler.agent.net.node import NodeNetwork
@@ -195,6 +195,7 @@ class NodeCore:
         self.node_addresses = node_addresses
         self._dataplane_lock = threading.Lock()  # apply (loop) vs admit (reconciler workers)
         self._dataplane_wanted: DataPlaneState | None = None   # built from the last slice
+        self._dataplane_builder = StateBuilder()  # keeps unchanged services' rows between builds
         self._dataplane_applied: DataPlaneState | None = None  # what the plane last took
         self._service_route: str | None = None
         self._dataplane_error: str | None = None
@@ -324,7 +325,7 @@ class NodeCore:
         state built from the slice changed; a failure is logged and retried on the next apply (the
         agent and its containers carry on). The service range is routed into the bridge so
         node-originated connections to VIPs reach the DNAT."""
-        wanted = dataplane_state(facts, self.node)
+        wanted = self._dataplane_builder.build(facts, self.node)
         self._dataplane_wanted = wanted
         try:
             if self.dataplane is None:

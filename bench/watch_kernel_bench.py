@@ -65,6 +65,27 @@ class Watcher:
         self.cond = threading.Condition()
         self.applied: list[tuple[float, object]] = []
         self.kernel_s: list[float] = []
+        self.arrived: dict[str, float] = {}  # key → when the agent's watch thread queued it
+        self.sync_starts: list[float] = []   # when each `_sync_dataplane` began (state build + apply)
+
+    def follow(self, loop, core) -> None:  # noqa: ANN001
+        """Also note when events reach the agent and when each data-plane sync starts."""
+        events, arrived = loop._events, self.arrived
+        put = events.put
+
+        def queued(item, *a, **kw):  # noqa: ANN001, ANN002, ANN003, ANN202
+            if item[1] is not None and "key" in item[1]:
+                arrived[item[1]["key"]] = time.perf_counter()
+            return put(item, *a, **kw)
+
+        events.put = queued
+        sync = core._sync_dataplane
+
+        def timed_sync(facts):  # noqa: ANN001, ANN202
+            self.sync_starts.append(time.perf_counter())
+            return sync(facts)
+
+        core._sync_dataplane = timed_sync
 
     def wrap(self, plane) -> None:  # noqa: ANN001
         original = plane.apply
@@ -164,13 +185,14 @@ def one_size(size: int, args: argparse.Namespace, rng: random.Random) -> dict:
         core._make_dataplane = make_and_wrap
         loop = AgentLoop(AgentClient(client), core, node_document(address="127.0.0.1"), ttl=30,
                          tick=args.tick)
+        watcher.follow(loop, core)
         started = time.perf_counter()
         loop_thread = threading.Thread(target=loop.run, args=(stop,), daemon=True)
         loop_thread.start()
         watcher.wait(started, lambda s: len(s.services) == size, timeout=600)
         cold = time.perf_counter() - started
 
-        latencies, checked = [], 0
+        latencies, checked, parts = [], 0, []
         table = table_name(bridge)
         for n in range(args.changes):
             time.sleep(rng.uniform(0, args.tick))
@@ -183,6 +205,9 @@ def one_size(size: int, args: argparse.Namespace, rng: random.Random) -> dict:
             done = watcher.wait(t0, lambda s, f=front, ip=new: any(b.ip == ip
                                                                    for b in s.services.get(f, ())))
             latencies.append(done - t0)
+            arrival = watcher.arrived.get(f"derived/endpoint/bench/s{i}", t0)
+            began = max((x for x in watcher.sync_starts if x <= done), default=arrival)
+            parts.append((arrival - t0, max(0.0, began - arrival), done - max(began, arrival)))
             if n % 10 == 0:  # the element itself, read from the kernel
                 slots = [subprocess.run(["nft", "get", "element", "ip", table, "slots",
                                          f"{{ {vip(i)} . tcp . 80 . {k:#x} }}"],
@@ -195,6 +220,10 @@ def one_size(size: int, args: argparse.Namespace, rng: random.Random) -> dict:
                 "watch_to_kernel_ms_p50": round(statistics.median(ms), 1),
                 "watch_to_kernel_ms_p99": round(pct(ms, 0.99), 1),
                 "watch_to_kernel_ms_max": round(max(ms), 1),
+                **{f"{name}_ms_p50": round(statistics.median(p[k] for p in parts) * 1000, 1)
+                   for k, name in enumerate(("store_to_agent", "agent_wait", "sync"))},
+                **{f"{name}_ms_p99": round(pct([p[k] for p in parts], 0.99) * 1000, 1)
+                   for k, name in enumerate(("store_to_agent", "agent_wait", "sync"))},
                 "plane_apply_ms_p50": round(statistics.median(kernel), 2) if kernel else None,
                 "plane_apply_ms_p99": round(pct(kernel, 0.99), 2) if kernel else None}
     finally:

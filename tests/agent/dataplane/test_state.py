@@ -74,3 +74,22 @@ def test_documents_still_held_as_json_text_are_read_too() -> None:
     from ccattler.agent.dataplane.state import service_range
 
     assert service_range(facts) == "10.96.0.0/16"
+
+
+def test_the_builder_keeps_unchanged_services_rows_and_follows_changes() -> None:
+    from ccattler.agent.dataplane.state import StateBuilder
+
+    facts = {f"derived/vip/t/s{i}": _vip(f"10.96.0.{i}", {"port": 80, "external": i == 1}) for i in (1, 2)}
+    facts |= {f"derived/endpoint/t/s{i}": _eps((f"s{i}-a", "n", f"10.88.0.{i}")) for i in (1, 2)}
+    builder = StateBuilder()
+    first = builder.build(facts, "n")
+    assert first == dataplane_state(facts, "n")
+    facts["derived/endpoint/t/s2"] = _eps(("s2-b", "n", "10.88.0.9"))  # a new document, as the slice gives
+    second = builder.build(dict(facts), "n")
+    assert second == dataplane_state(facts, "n")
+    one, two = Frontend("10.96.0.1", 80, "tcp"), Frontend("10.96.0.2", 80, "tcp")
+    assert second.services[one] is first.services[one]  # unchanged: the same objects
+    assert second.services[two] == (Backend("10.88.0.9", 80, "n", "s2-b"),)
+    assert second.external == {Frontend("", 80, "tcp"): first.services[one]}
+    del facts["derived/vip/t/s1"]
+    assert set(builder.build(facts, "n").services) == {two} and builder.build(facts, "n").external == {}
