@@ -93,3 +93,32 @@ def test_the_builder_keeps_unchanged_services_rows_and_follows_changes() -> None
     assert second.external == {Frontend("", 80, "tcp"): first.services[one]}
     del facts["derived/vip/t/s1"]
     assert set(builder.build(facts, "n").services) == {two} and builder.build(facts, "n").external == {}
+
+
+def test_from_the_agents_slice_only_touched_services_are_looked_at_and_the_result_is_the_same() -> None:
+    import json
+
+    from ccattler.agent.dataplane.state import StateBuilder
+    from ccattler.agent.slice_state import SliceFacts
+
+    facts = SliceFacts()
+    for i in range(1, 5):
+        vip = _vip(f"10.96.0.{i}", {"port": 80, "external": i == 3})
+        facts.put_raw(f"derived/vip/t/s{i}", json.dumps(vip))
+        facts.put_raw(f"derived/endpoint/t/s{i}", json.dumps(_eps((f"s{i}-a", "n", f"10.88.0.{i}"))))
+    builder = StateBuilder()
+    first = builder.build(facts, "n")  # everything, the first time
+    assert first == dataplane_state(facts, "n")
+    facts.put_raw("derived/endpoint/t/s2", json.dumps(_eps(("s2-b", "n", "10.88.0.9"))))
+    facts.discard("derived/vip/t/s4")
+    facts.put("derived/vip/t/s5", _vip("10.96.0.5", {"port": 81}))
+    second = builder.build(facts, "n")
+    assert second == dataplane_state(facts, "n")
+    assert list(second.services)[:3] == list(first.services)[:3]  # s1…s3 keep their places
+    one = Frontend("10.96.0.1", 80, "tcp")
+    assert second.services[one] is first.services[one]
+    facts.discard("derived/vip/t/s3")  # the external port goes with it
+    third = builder.build(facts, "n")
+    assert third == dataplane_state(facts, "n") and third.external == {}
+    facts.clear()
+    assert builder.build(facts, "n").services == {}
