@@ -20,7 +20,7 @@ from typing import Any
 
 from ccattler.agent.dataplane.base import DataPlane, DataPlaneState
 from ccattler.agent.dataplane.factory import check_kind, ebpf_pin_name, make_dataplane
-from ccattler.agent.dataplane.state import StateBuilder, service_range
+from ccattler.agent.dataplane.state import StateBuilder
 from ccattler.agent.desired import InstanceSpec, declared_volumes, desired_instances, node_subnet
 from ccattler.agent.images.store import ImageStore
 from ccattler.agent.net.node import NodeNetwork
@@ -332,7 +332,7 @@ class NodeCore:
                 self.dataplane = self._make_dataplane()
                 log.info("data plane: %s", self.dataplane.name)
             self._route_services(facts)
-            if wanted != self._dataplane_applied:
+            if wanted is not self._dataplane_applied:  # the builder returns the same state when unchanged
                 with self._dataplane_lock:
                     self._dataplane_applied = None  # until it succeeds: admissions wait (fail closed)
                     self.dataplane.apply(wanted)
@@ -352,7 +352,7 @@ class NodeCore:
                               cgroup=getattr(self.runtime, "node_cgroup", None))
 
     def _route_services(self, facts: Mapping[str, Any]) -> None:
-        cidr = service_range(facts)
+        cidr = self._dataplane_builder.range  # what the VIP documents of the last build carry
         if cidr and cidr != self._service_route:
             subprocess.run(["ip", "route", "replace", str(cidr), "dev", self.bridge], check=True,
                            capture_output=True, text=True)

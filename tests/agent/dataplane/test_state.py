@@ -122,3 +122,20 @@ def test_from_the_agents_slice_only_touched_services_are_looked_at_and_the_resul
     assert third == dataplane_state(facts, "n") and third.external == {}
     facts.clear()
     assert builder.build(facts, "n").services == {}
+
+
+def test_an_unchanged_slice_gives_the_same_state_object_and_the_range_is_kept() -> None:
+    import json
+
+    from ccattler.agent.dataplane.state import StateBuilder
+    from ccattler.agent.slice_state import SliceFacts
+
+    facts = SliceFacts()
+    facts.put_raw("derived/vip/t/a", json.dumps({**_vip("10.96.0.1", {"port": 80}), "range": "10.96.0.0/16"}))
+    builder = StateBuilder()
+    first = builder.build(facts, "n")
+    assert builder.range == "10.96.0.0/16"
+    facts.put("observed/node/n", {"address": "192.0.2.1"})  # not a service document
+    assert builder.build(facts, "n") is first
+    facts.put_raw("derived/endpoint/t/a", json.dumps(_eps(("a-1", "n", "10.88.0.2"))))
+    assert builder.build(facts, "n") is not first
