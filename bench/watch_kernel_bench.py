@@ -2,7 +2,7 @@
 the node's nftables holding it, through the whole agent path (store watch → API server slice
 stream → `AgentLoop` → `NodeCore.apply` → `NftablesDataPlane.apply` → one `nft` transaction).
 
-    .venv/bin/python -u bench/watch_kernel_bench.py [--sizes 1000,10000] [--changes 60] [--tick 1.0]
+    .venv/bin/python -u bench/watch_kernel_bench.py [--sizes 1000,10000,30000] [--changes 60] [--tick 1.0]
 
 Needs root, nft and libnftables (runc is only looked up: no container runs). Re-executes itself
 inside a scratch network namespace of its own (`--inner`), where it runs, in one process as a
@@ -244,7 +244,7 @@ def one_size(size: int, args: argparse.Namespace, rng: random.Random) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--sizes", default="1000,10000")
+    parser.add_argument("--sizes", default="1000,10000,30000")  # ~3 minutes in all
     parser.add_argument("--changes", type=int, default=60)
     parser.add_argument("--tick", type=float, default=1.0, help="the agent's --tick (default as cca agent's)")
     parser.add_argument("--inner", action="store_true")
