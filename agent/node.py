@@ -24,7 +24,7 @@ from typing import Any
 
 from ccattler.agent.dataplane.base import DataPlane, DataPlaneState
 from ccattler.agent.dataplane.factory import check_kind, ebpf_pin_name, make_dataplane
-from ccattler.agent.dataplane.state import dataplane_state, keys_under, service_range
+from ccattler.agent.dataplane.state import StateBuilder, keys_under
 from ccattler.agent.desired import InstanceSpec, declared_volumes, desired_instances, node_subnet
 from ccattler.agent.dns.resolv import container_resolv_conf
 from ccattler.agent.dns.server import Resolver, ResolverError
@@ -214,6 +214,7 @@ class NodeCore:
         self.node_addresses = node_addresses
         self._dataplane_lock = threading.Lock()  # apply (loop) vs admit (reconciler workers)
         self._dataplane_wanted: DataPlaneState | None = None   # built from the last slice
+        self._dataplane_builder = StateBuilder()  # keeps unchanged services' rows between builds
         self._dataplane_applied: DataPlaneState | None = None  # what the plane last took
         self._service_route: str | None = None
         self._dataplane_error: str | None = None
@@ -286,6 +287,14 @@ class NodeCore:
         self._sync_gates(facts)
         observed.update(self._measured_load(facts))
         return observed
+
+    def sync_services(self, facts: Mapping[str, Any]) -> None:
+        """Only what VIP and endpoint documents drive — the data plane and the gates — without a
+        whole reconcile (the agent loop calls it as soon as those change; `apply` does it too).
+        Nothing before the node network exists (the first `apply` makes it)."""
+        if self.runtime.isolated_network and self.network is not None:
+            self._sync_dataplane(facts)
+            self._sync_gates(facts)
 
     def _volumes(self, facts: Mapping[str, Any], desired: Mapping[str, InstanceSpec],
                  observed: dict[str, dict[str, Any]]) -> None:
@@ -427,14 +436,14 @@ class NodeCore:
         state built from the slice changed; a failure is logged and retried on the next apply (the
         agent and its containers carry on). The service range is routed into the bridge so
         node-originated connections to VIPs reach the DNAT."""
-        wanted = dataplane_state(facts, self.node)
+        wanted = self._dataplane_builder.build(facts, self.node)
         self._dataplane_wanted = wanted
         try:
             if self.dataplane is None:
                 self.dataplane = self._make_dataplane()
                 log.info("data plane: %s", self.dataplane.name)
             self._route_services(facts)
-            if wanted != self._dataplane_applied:
+            if wanted is not self._dataplane_applied:  # the builder returns the same state when unchanged
                 with self._dataplane_lock:
                     self._dataplane_applied = None  # until it succeeds: admissions wait (fail closed)
                     self.dataplane.apply(wanted)
@@ -471,7 +480,7 @@ class NodeCore:
                               cgroup=getattr(self.runtime, "node_cgroup", None))
 
     def _route_services(self, facts: Mapping[str, Any]) -> None:
-        cidr = service_range(facts)
+        cidr = self._dataplane_builder.range  # what the VIP documents of the last build carry
         if cidr and cidr != self._service_route:
             subprocess.run(["ip", "route", "replace", str(cidr), "dev", self.bridge], check=True,
                            capture_output=True, text=True)

@@ -21,23 +21,39 @@ class SliceFacts(dict):
         super().__init__()
         self.raw: dict[str, str] = {}
         self._decoded: dict[str, Any] = {}
+        #: Keys put or removed since the last `take_touched` (None: everything, after `clear`).
+        #: Its one reader is the data plane's StateBuilder, which then rebuilds only those.
+        self._touched: set[str] | None = None
+
+    def take_touched(self) -> set[str] | None:
+        """The keys changed since the last call (None the first time and after `clear`)."""
+        touched, self._touched = self._touched, set()
+        return touched
+
+    def _touch(self, key: str) -> None:
+        if self._touched is not None:
+            self._touched.add(key)
 
     def put(self, key: str, value: Any) -> None:
+        self._touch(key)
         self.raw.pop(key, None)
         self._decoded.pop(key, None)
         self[key] = value
 
     def put_raw(self, key: str, text: str) -> None:
+        self._touch(key)
         super().pop(key, None)
         self._decoded.pop(key, None)
         self.raw[key] = text
 
     def discard(self, key: str) -> None:
+        self._touch(key)
         self.raw.pop(key, None)
         self._decoded.pop(key, None)
         super().pop(key, None)
 
     def clear(self) -> None:
+        self._touched = None
         self.raw.clear()
         self._decoded.clear()
         super().clear()

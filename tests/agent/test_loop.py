@@ -239,3 +239,42 @@ def test_an_idle_nodes_secret_refreshes_leave_one_audit_record(api_harness, join
     finally:
         stop.set()
         thread.join(timeout=10)
+
+
+def test_endpoint_changes_reach_the_data_plane_before_the_tick(api, join_node) -> None:
+    """A VIP or endpoint document change is synced into the data plane (`sync_services`) at once;
+    the whole reconcile still waits for the tick (30 s here: never reached by this test)."""
+    store, _ = api
+
+    class Counting(NodeCore):
+        def __init__(self) -> None:
+            super().__init__("n1", SimRuntime(SimProfile(start_delay=0.0)))
+            self.applies, self.synced = 0, []
+
+        def apply(self, facts):  # noqa: ANN001, ANN202
+            self.applies += 1
+            return super().apply(facts)
+
+        def sync_services(self, facts) -> None:  # noqa: ANN001
+            self.synced.append(facts.get("derived/endpoint/default/web"))
+
+    core = Counting()
+    loop = AgentLoop(AgentClient(join_node("n1")), core, node_document(address="192.0.2.10"), ttl=5, tick=30)
+    stop = threading.Event()
+    thread = threading.Thread(target=loop.run, args=(stop,), daemon=True)
+    thread.start()
+    try:
+        wait_for(lambda: core.applies >= 1)  # the first complete slice (and its own node document)
+        time.sleep(0.5)
+        applies = core.applies
+        doc = {"service": "default/web", "endpoints": [{"instance": "web-a", "node": "n2", "ip": "10.1.0.2"}]}
+        store.put("derived/endpoint/default/web", doc)
+        wait_for(lambda: doc in core.synced)
+        store.put("derived/endpoint/default/other", {"service": "default/other", "endpoints": []})
+        wait_for(lambda: len(core.synced) == 2)
+        assert core.applies == applies, "an endpoint change ran a whole reconcile"
+    finally:
+        stop.set()
+        store.put("derived/endpoint/default/wake", {"endpoints": []})  # ends the 30 s wait for events
+        thread.join(timeout=5)
+    assert not thread.is_alive()

@@ -74,3 +74,68 @@ def test_documents_still_held_as_json_text_are_read_too() -> None:
     from ccattler.agent.dataplane.state import service_range
 
     assert service_range(facts) == "10.96.0.0/16"
+
+
+def test_the_builder_keeps_unchanged_services_rows_and_follows_changes() -> None:
+    from ccattler.agent.dataplane.state import StateBuilder
+
+    facts = {f"derived/vip/t/s{i}": _vip(f"10.96.0.{i}", {"port": 80, "external": i == 1}) for i in (1, 2)}
+    facts |= {f"derived/endpoint/t/s{i}": _eps((f"s{i}-a", "n", f"10.88.0.{i}")) for i in (1, 2)}
+    builder = StateBuilder()
+    first = builder.build(facts, "n")
+    assert first == dataplane_state(facts, "n")
+    facts["derived/endpoint/t/s2"] = _eps(("s2-b", "n", "10.88.0.9"))  # a new document, as the slice gives
+    second = builder.build(dict(facts), "n")
+    assert second == dataplane_state(facts, "n")
+    one, two = Frontend("10.96.0.1", 80, "tcp"), Frontend("10.96.0.2", 80, "tcp")
+    assert second.services[one] is first.services[one]  # unchanged: the same objects
+    assert second.services[two] == (Backend("10.88.0.9", 80, "n", "s2-b"),)
+    assert second.external == {Frontend("", 80, "tcp"): first.services[one]}
+    del facts["derived/vip/t/s1"]
+    assert set(builder.build(facts, "n").services) == {two} and builder.build(facts, "n").external == {}
+
+
+def test_from_the_agents_slice_only_touched_services_are_looked_at_and_the_result_is_the_same() -> None:
+    import json
+
+    from ccattler.agent.dataplane.state import StateBuilder
+    from ccattler.agent.slice_state import SliceFacts
+
+    facts = SliceFacts()
+    for i in range(1, 5):
+        vip = _vip(f"10.96.0.{i}", {"port": 80, "external": i == 3})
+        facts.put_raw(f"derived/vip/t/s{i}", json.dumps(vip))
+        facts.put_raw(f"derived/endpoint/t/s{i}", json.dumps(_eps((f"s{i}-a", "n", f"10.88.0.{i}"))))
+    builder = StateBuilder()
+    first = builder.build(facts, "n")  # everything, the first time
+    assert first == dataplane_state(facts, "n")
+    facts.put_raw("derived/endpoint/t/s2", json.dumps(_eps(("s2-b", "n", "10.88.0.9"))))
+    facts.discard("derived/vip/t/s4")
+    facts.put("derived/vip/t/s5", _vip("10.96.0.5", {"port": 81}))
+    second = builder.build(facts, "n")
+    assert second == dataplane_state(facts, "n")
+    assert list(second.services)[:3] == list(first.services)[:3]  # s1…s3 keep their places
+    one = Frontend("10.96.0.1", 80, "tcp")
+    assert second.services[one] is first.services[one]
+    facts.discard("derived/vip/t/s3")  # the external port goes with it
+    third = builder.build(facts, "n")
+    assert third == dataplane_state(facts, "n") and third.external == {}
+    facts.clear()
+    assert builder.build(facts, "n").services == {}
+
+
+def test_an_unchanged_slice_gives_the_same_state_object_and_the_range_is_kept() -> None:
+    import json
+
+    from ccattler.agent.dataplane.state import StateBuilder
+    from ccattler.agent.slice_state import SliceFacts
+
+    facts = SliceFacts()
+    facts.put_raw("derived/vip/t/a", json.dumps({**_vip("10.96.0.1", {"port": 80}), "range": "10.96.0.0/16"}))
+    builder = StateBuilder()
+    first = builder.build(facts, "n")
+    assert builder.range == "10.96.0.0/16"
+    facts.put("observed/node/n", {"address": "192.0.2.1"})  # not a service document
+    assert builder.build(facts, "n") is first
+    facts.put_raw("derived/endpoint/t/a", json.dumps(_eps(("a-1", "n", "10.88.0.2"))))
+    assert builder.build(facts, "n") is not first
