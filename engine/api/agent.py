@@ -8,7 +8,7 @@ slice, report observed state for its own node and instances only, and fetch gran
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 from ccattler.engine.api.agent_client import MAX_SECRET_BATCH
@@ -149,9 +149,10 @@ class AgentService:
             yield api_pb2.HeartbeatReply(revision=self.store.revision())
         # The stream ended: keep nothing alive; the lease runs out and the node's facts vanish.
 
-    def WatchSlice(self, request: api_pb2.WatchRequest, call: Call) -> Iterator[api_pb2.Event]:
+    async def WatchSlice(self, request: api_pb2.WatchRequest, call: Call) -> AsyncIterator[bytes]:
+        """A coroutine (engine/api/aio_server.py): a thousand idle watches hold no thread."""
         node = self._node(call)
-        for batch in self.slices.batches(node, request.from_revision, call.context.is_active):
+        async for batch in self.slices.abatches(node, request.from_revision):
             yield batch_message(batch)  # already serialized: sent as is
 
     def Report(self, request: api_pb2.ReportRequest, call: Call) -> api_pb2.Json:

@@ -16,11 +16,12 @@ events sent in one message.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import threading
 from collections import Counter, defaultdict, deque
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -91,13 +92,16 @@ def _varint(n: int) -> bytes:
 class _Subscriber:
     """One WatchSlice stream's queue. A cluster-wide document (an endpoint list) changed again
     before its earlier version was sent is sent once, in its latest version: a node that falls
-    behind catches up on state, not on every step of it."""
+    behind catches up on state, not on every step of it. `wake` (a coroutine's subscription) is
+    called from the hub's thread when events arrive for a consumer that has drained the queue."""
 
-    def __init__(self, node: str) -> None:
+    def __init__(self, node: str, wake: Callable[[], None] | None = None) -> None:
         self.node = node
         self.events: deque[Event] = deque()
         self.latest: dict[str, Event] = {}  # queued shared key → its newest queued event
         self.cond = threading.Condition(threading.Lock())
+        self._wake = wake
+        self._woken = False  # a wake is on its way: no second one until the consumer drains
 
     def push(self, events: list[Event]) -> None:
         with self.cond:
@@ -111,21 +115,34 @@ class _Subscriber:
                 self.latest.clear()
                 self.events.append(Event("resync", "", None, newest))
             self.cond.notify_all()
+            wake, self._woken = (self._wake and not self._woken), True
+        if wake:
+            self._wake()
 
     def get(self, timeout: float, limit: int = 1) -> list[Event]:
         """Up to `limit` queued events, waiting up to `timeout` for the first."""
         with self.cond:
             if not self.events:
                 self.cond.wait(timeout)
-            out: list[Event] = []
-            while self.events and len(out) < limit:
-                event = self.events.popleft()
-                if event.key.startswith(_SHARED):
-                    if self.latest.get(event.key) is not event:
-                        continue  # superseded by a later version further back in the queue
-                    del self.latest[event.key]
-                out.append(event)
-            return out
+            return self._take(limit)
+
+    def take(self, limit: int) -> list[Event]:
+        """Up to `limit` queued events, without waiting (an empty list re-arms `wake`)."""
+        with self.cond:
+            return self._take(limit)
+
+    def _take(self, limit: int) -> list[Event]:
+        out: list[Event] = []
+        while self.events and len(out) < limit:
+            event = self.events.popleft()
+            if event.key.startswith(_SHARED):
+                if self.latest.get(event.key) is not event:
+                    continue  # superseded by a later version further back in the queue
+                del self.latest[event.key]
+            out.append(event)
+        if not self.events:
+            self._woken = False
+        return out
 
 
 def _instance_of(key: str) -> str:
@@ -165,21 +182,54 @@ class SliceHub:
                 ) -> Iterator[list[Event]]:
         """The same events in lists of up to `limit`: whatever is queued when the consumer asks."""
         sub = _Subscriber(node)
-        with self._lock:
-            self._start()
-            if from_revision <= 0:
-                sub.push([*self._current(node), Event("synced", "", None, self.revision)])
-            elif from_revision < self.revision:  # the changes in between are not kept per node
-                sub.push([Event("resync", "", None, self.revision)])
-            self._subs[node].add(sub)
+        self._subscribe(sub, from_revision)
         try:
             while active():
                 batch = sub.get(1.0, limit)
                 if batch:
                     yield batch
         finally:
-            with self._lock:
-                self._subs[node].discard(sub)
+            self._unsubscribe(sub)
+
+    async def abatches(self, node: str, from_revision: int, limit: int = BATCH
+                       ) -> AsyncIterator[list[Event]]:
+        """`batches` for a coroutine: it holds no thread while the node's slice is quiet, and ends
+        when its consumer is cancelled (the stream closed)."""
+        loop = asyncio.get_running_loop()
+        ready = asyncio.Event()
+
+        def wake() -> None:  # from the hub's thread
+            try:
+                loop.call_soon_threadsafe(ready.set)
+            except RuntimeError:  # the loop closed (server stopped): nobody is waiting
+                pass
+
+        sub = _Subscriber(node, wake)
+        # The first subscription reads the whole store: not on the event loop.
+        await loop.run_in_executor(None, self._subscribe, sub, from_revision)
+        try:
+            while True:
+                batch = sub.take(limit)
+                if batch:
+                    yield batch
+                    continue
+                await ready.wait()
+                ready.clear()
+        finally:
+            self._unsubscribe(sub)
+
+    def _subscribe(self, sub: _Subscriber, from_revision: int) -> None:
+        with self._lock:
+            self._start()
+            if from_revision <= 0:
+                sub.push([*self._current(sub.node), Event("synced", "", None, self.revision)])
+            elif from_revision < self.revision:  # the changes in between are not kept per node
+                sub.push([Event("resync", "", None, self.revision)])
+            self._subs[sub.node].add(sub)
+
+    def _unsubscribe(self, sub: _Subscriber) -> None:
+        with self._lock:
+            self._subs[sub.node].discard(sub)
 
     def summon(self, node: str) -> None:
         """Ask `node`'s agent to open its logs/exec tunnel (a `tunnel` event in its slice stream)."""
