@@ -22,6 +22,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 
 import grpc
@@ -37,72 +38,98 @@ def _proc(pid: int) -> tuple[int, float]:
     return threads, (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-async def _node(listen: str, ca: bytes, key: bytes, cert: bytes, ttl: float, synced: asyncio.Event,
-                done: asyncio.Event) -> None:
+async def _node(listen: str, name: str, ca: bytes, key: bytes, cert: bytes, ttl: float,
+                synced: asyncio.Event, done: asyncio.Event, counts: Counter) -> None:
+    """One simulated node: register, beat every TTL/3 (registering again when its lease was lost,
+    as an agent does), hold the slice watch open; failures are counted, not raised."""
     from ccattler.engine.api.gen.ccattler.v1 import api_pb2
 
     channel = grpc.aio.secure_channel(listen, grpc.ssl_channel_credentials(ca, key, cert))
+    register = channel.unary_unary("/ccattler.v1.Agent/RegisterNode",
+                                   request_serializer=api_pb2.RegisterRequest.SerializeToString,
+                                   response_deserializer=api_pb2.Lease.FromString)
+    watch = channel.unary_stream("/ccattler.v1.Agent/WatchSlice",
+                                 request_serializer=api_pb2.WatchRequest.SerializeToString,
+                                 response_deserializer=api_pb2.Event.FromString)
+    beat = channel.stream_stream("/ccattler.v1.Agent/Heartbeat",
+                                 request_serializer=api_pb2.HeartbeatRequest.SerializeToString,
+                                 response_deserializer=api_pb2.HeartbeatReply.FromString)
+    document = json.dumps({"address": "192.0.2.1", "name": name})
+
+    async def lease() -> int:
+        reply = await register(api_pb2.RegisterRequest(node_json=document, ttl_seconds=ttl), timeout=60)
+        counts["registrations"] += 1
+        return reply.lease
+
+    async def follow() -> None:
+        while not done.is_set():
+            try:
+                async for message in watch(api_pb2.WatchRequest(from_revision=0)):
+                    kinds = [e.kind for e in message.events] if message.kind == "batch" else [message.kind]
+                    if "synced" in kinds:
+                        synced.set()
+            except grpc.aio.AioRpcError as exc:
+                if done.is_set():
+                    return
+                counts[f"watch {exc.code().name}"] += 1
+                await asyncio.sleep(1)
+
+    async def beats() -> None:
+        held = None
+        while not done.is_set():
+            try:
+                held = held or await lease()
+                async for _ in beat(iter([api_pb2.HeartbeatRequest(lease=held)]), timeout=ttl / 3):
+                    counts["beats"] += 1
+            except grpc.aio.AioRpcError as exc:
+                counts[f"beat {exc.code().name}"] += 1
+                if exc.code() == grpc.StatusCode.NOT_FOUND:
+                    held = None  # the lease expired: register again
+            try:
+                await asyncio.wait_for(done.wait(), ttl / 3)
+            except TimeoutError:
+                pass
+
+    tasks = [asyncio.create_task(follow()), asyncio.create_task(beats())]
     try:
-        register = channel.unary_unary("/ccattler.v1.Agent/RegisterNode",
-                                       request_serializer=api_pb2.RegisterRequest.SerializeToString,
-                                       response_deserializer=api_pb2.Lease.FromString)
-        lease = (await register(api_pb2.RegisterRequest(node_json='{"address": "192.0.2.1"}',
-                                                        ttl_seconds=ttl), timeout=60)).lease
-        watch = channel.unary_stream("/ccattler.v1.Agent/WatchSlice",
-                                     request_serializer=api_pb2.WatchRequest.SerializeToString,
-                                     response_deserializer=api_pb2.Event.FromString)
-        beat = channel.stream_stream("/ccattler.v1.Agent/Heartbeat",
-                                     request_serializer=api_pb2.HeartbeatRequest.SerializeToString,
-                                     response_deserializer=api_pb2.HeartbeatReply.FromString)
-
-        async def follow() -> None:
-            async for message in watch(api_pb2.WatchRequest(from_revision=0)):
-                kinds = [e.kind for e in message.events] if message.kind == "batch" else [message.kind]
-                if "synced" in kinds:
-                    synced.set()
-
-        async def beats() -> None:
-            while not done.is_set():
-                async for _ in beat(iter([api_pb2.HeartbeatRequest(lease=lease)]), timeout=30):
-                    pass
-                try:
-                    await asyncio.wait_for(done.wait(), ttl / 3)
-                except TimeoutError:
-                    pass
-
-        tasks = [asyncio.create_task(follow()), asyncio.create_task(beats())]
         await done.wait()
+    finally:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-    finally:
         await channel.close()
 
 
 async def _measure(listen: str, pid: int, nodes: list[tuple[bytes, bytes]], ca: bytes, ttl: float,
-                   idle: float) -> dict:
+                   idle: float, connect_timeout: float) -> dict:
     done = asyncio.Event()
     synced = [asyncio.Event() for _ in nodes]
+    counts: Counter = Counter()
     threads0, _ = _proc(pid)
     started = time.monotonic()
-    tasks = [asyncio.create_task(_node(listen, ca, key, cert, ttl, s, done))
-             for (key, cert), s in zip(nodes, synced, strict=True)]
+    tasks = [asyncio.create_task(_node(listen, f"idle{i:04d}", ca, key, cert, ttl, s, done, counts))
+             for i, ((key, cert), s) in enumerate(zip(nodes, synced, strict=True))]
     waiting = asyncio.gather(*(s.wait() for s in synced))
-    await asyncio.wait_for(waiting, 300)
+    try:
+        await asyncio.wait_for(waiting, connect_timeout)
+    except TimeoutError:
+        pass
     connected = time.monotonic() - started
+    in_sync = sum(s.is_set() for s in synced)
     await asyncio.sleep(2)  # let the connection burst settle
+    before = dict(counts)
     threads1, cpu1 = _proc(pid)
     await asyncio.sleep(idle)
     threads2, cpu2 = _proc(pid)
-    failed = [t for t in tasks if t.done()]
+    during = {k: v - before.get(k, 0) for k, v in counts.items() if v - before.get(k, 0)}
     done.set()
     await asyncio.gather(*tasks, return_exceptions=True)
-    return {"nodes": len(nodes), "connected_s": round(connected, 2), "threads_before": threads0,
-            "threads_idle": max(threads1, threads2), "idle_cpu_pct": round(100 * (cpu2 - cpu1) / idle, 1),
-            "streams_ended_early": len(failed)}
+    return {"nodes": len(nodes), "synced": in_sync, "connected_s": round(connected, 2),
+            "threads_before": threads0, "threads_idle": max(threads1, threads2),
+            "idle_cpu_pct": round(100 * (cpu2 - cpu1) / idle, 1), "idle_calls": during}
 
 
-def run(count: int, ttl: float, idle: float) -> dict:
+def run(count: int, ttl: float, idle: float, connect_timeout: float) -> dict:
     from ccattler.engine.pki import NODE_LIFETIME, cert_pem, init_cluster, key_pem, new_key
 
     root = Path(tempfile.mkdtemp(prefix="cca-streams-"))
@@ -121,7 +148,7 @@ def run(count: int, ttl: float, idle: float) -> dict:
             cert = ca.issue(key.public_key(), name=f"idle{i:04d}", kind="node", lifetime=NODE_LIFETIME)
             nodes.append((key_pem(key), cert_pem(cert)))
         return asyncio.run(_measure(hello["listen"], hello["pid"], nodes, files.ca_cert.read_bytes(), ttl,
-                                    idle))
+                                    idle, connect_timeout))
     finally:
         if server is not None:
             try:
@@ -139,19 +166,19 @@ def main() -> None:
     p.add_argument("--nodes", type=int, nargs="+", default=[200, 1000])
     p.add_argument("--idle", type=float, default=20.0, help="seconds of idle measurement")
     p.add_argument("--ttl", type=float, default=15.0, help="node lease TTL (seconds)")
+    p.add_argument("--connect-timeout", type=float, default=120.0,
+                   help="seconds to wait for every node's slice to sync before measuring anyway")
     p.add_argument("--json", action="store_true")
     args = p.parse_args()
     for count in args.nodes:
-        figures = run(count, args.ttl, args.idle)
+        figures = run(count, args.ttl, args.idle, args.connect_timeout)
         if args.json:
             print(json.dumps(figures), flush=True)
-        else:
-            print(f"{count} idle nodes: connected in {figures['connected_s']} s; server threads "
-                  f"{figures['threads_before']} → {figures['threads_idle']}; idle server CPU "
-                  f"{figures['idle_cpu_pct']} % of a core over {args.idle:g} s"
-                  + (f"; {early} streams ended early" if (early := figures["streams_ended_early"]) else ""),
-                  flush=True)
-
+            continue
+        calls = ", ".join(f"{n} {k}" for k, n in sorted(figures["idle_calls"].items()))
+        print(f"{count} idle nodes: {figures['synced']} synced in {figures['connected_s']} s; server "
+              f"threads {figures['threads_before']} → {figures['threads_idle']}; idle server CPU "
+              f"{figures['idle_cpu_pct']} % of a core over {args.idle:g} s ({calls})", flush=True)
 
 if __name__ == "__main__":
     main()
