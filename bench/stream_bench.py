@@ -129,7 +129,7 @@ async def _measure(listen: str, pid: int, nodes: list[tuple[bytes, bytes]], ca: 
             "idle_cpu_pct": round(100 * (cpu2 - cpu1) / idle, 1), "idle_calls": during}
 
 
-def run(count: int, ttl: float, idle: float, connect_timeout: float) -> dict:
+def run(count: int, ttl: float, idle: float, connect_timeout: float, logs: str | None = None) -> dict:
     from ccattler.engine.pki import NODE_LIFETIME, cert_pem, init_cluster, key_pem, new_key
 
     root = Path(tempfile.mkdtemp(prefix="cca-streams-"))
@@ -158,6 +158,9 @@ def run(count: int, ttl: float, idle: float, connect_timeout: float) -> dict:
             except (OSError, subprocess.TimeoutExpired):
                 server.kill()
                 server.wait()
+        if logs:
+            Path(logs).mkdir(parents=True, exist_ok=True)
+            shutil.copy(root / "server.log", Path(logs) / f"server-{count}.log")
         shutil.rmtree(root, ignore_errors=True)
 
 
@@ -168,10 +171,11 @@ def main() -> None:
     p.add_argument("--ttl", type=float, default=15.0, help="node lease TTL (seconds)")
     p.add_argument("--connect-timeout", type=float, default=120.0,
                    help="seconds to wait for every node's slice to sync before measuring anyway")
+    p.add_argument("--logs", metavar="DIR", help="keep the server's log here")
     p.add_argument("--json", action="store_true")
     args = p.parse_args()
     for count in args.nodes:
-        figures = run(count, args.ttl, args.idle, args.connect_timeout)
+        figures = run(count, args.ttl, args.idle, args.connect_timeout, args.logs)
         if args.json:
             print(json.dumps(figures), flush=True)
             continue

@@ -7,6 +7,7 @@ slice, report observed state for its own node and instances only, and fetch gran
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
@@ -48,6 +49,7 @@ def _node_name(name: str) -> str:
 
 class AgentService:
     """ccattler.v1.Agent; every call but Join needs a node certificate."""
+
 
     def __init__(self, store: Store, ca: CertificateAuthority, keys: KeyProvider) -> None:
         self.store, self.ca, self.keys = store, ca, keys
@@ -135,19 +137,23 @@ class AgentService:
                 pass
         return api_pb2.Lease(lease=lease, ttl_seconds=ttl)
 
-    def Heartbeat(self, requests: Iterator[api_pb2.HeartbeatRequest], call: Call
-                  ) -> Iterator[api_pb2.HeartbeatReply]:
+    async def Heartbeat(self, requests: AsyncIterator[api_pb2.HeartbeatRequest], call: Call
+                        ) -> AsyncIterator[api_pb2.HeartbeatReply]:
+        """A coroutine: the loop reads the beats, each beat's store calls run in a thread."""
         node = self._node(call)
-        for beat in requests:
-            fact = self.store.get(f"observed/node/{node}")
-            if fact is None or fact.lease != beat.lease:
-                raise NotFound(f"lease {beat.lease} does not hold node {node}; register again")
-            try:
-                self.store.lease_keepalive(beat.lease)
-            except LeaseNotFound:
-                raise NotFound(f"lease {beat.lease} of node {node} expired; register again") from None
-            yield api_pb2.HeartbeatReply(revision=self.store.revision())
+        async for beat in requests:
+            yield await asyncio.to_thread(self._beat, node, beat.lease)
         # The stream ended: keep nothing alive; the lease runs out and the node's facts vanish.
+
+    def _beat(self, node: str, lease: int) -> api_pb2.HeartbeatReply:
+        fact = self.store.get(f"observed/node/{node}")
+        if fact is None or fact.lease != lease:
+            raise NotFound(f"lease {lease} does not hold node {node}; register again")
+        try:
+            self.store.lease_keepalive(lease)
+        except LeaseNotFound:
+            raise NotFound(f"lease {lease} of node {node} expired; register again") from None
+        return api_pb2.HeartbeatReply(revision=self.store.revision())
 
     async def WatchSlice(self, request: api_pb2.WatchRequest, call: Call) -> AsyncIterator[bytes]:
         """A coroutine (engine/api/aio_server.py): a thousand idle watches hold no thread."""

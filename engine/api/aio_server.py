@@ -3,12 +3,13 @@
 The sync gRPC server holds a thread per open stream, and every node keeps its slice watch open: at
 1,000 nodes that was ~2,000 threads fighting the runner for the GIL (docs/benchmarks.md). Here one
 event loop (its own thread) serves every call. A servicer method written as a coroutine (an async
-generator: `AgentService.WatchSlice`) runs on the loop and costs no thread while idle; every other
-method keeps its blocking implementation and the sync path's plumbing (`calls._unary` /
-`calls._streaming`: authentication, limits, audit, status mapping) and runs in the pool only while
-it works — a unary call for its duration, a server stream per message. `ThreadContext` gives those
-handlers what they read of a sync `ServicerContext` (peer, auth context, metadata, `is_active`,
-`abort`). Knob: `pool_size`, the blocking calls served at once (more wait for a thread).
+generator: `AgentService.WatchSlice`, `Heartbeat`) runs on the loop and costs no thread while
+idle; every other method keeps its blocking implementation and the sync path's plumbing
+(`calls._unary` / `calls._streaming`: authentication, limits, audit, status mapping) and runs in a
+pool only while it works — a unary call for its duration, a server stream per message.
+`ThreadContext` gives those handlers what they read of a sync `ServicerContext` (peer, auth
+context, metadata, `is_active`, `abort`). Knobs: `pool_size`, the blocking streams served at
+once, and `call_threads`, the short blocking calls (more wait for a thread).
 """
 
 from __future__ import annotations
@@ -162,19 +163,65 @@ def _coroutine_stream(h: _Handling, request_cls: type, pool: futures.Executor) -
     return run
 
 
+def _coroutine_bidi(h: _Handling, request_cls: type, pool: futures.Executor) -> Callable:
+    """A client-and-server stream whose servicer method is an async generator over the parsed
+    requests (`AgentService.Heartbeat`); the plumbing of `calls._streaming`."""
+
+    async def run(requests: Any, context: grpc.aio.ServicerContext) -> Any:
+        loop = asyncio.get_running_loop()
+        thread_context = ThreadContext(context, loop)
+        started, call, code, message = time.perf_counter(), None, grpc.StatusCode.OK, ""
+        h.plumbing.metrics.streams.labels(h.name).inc()
+        first: list[Any] = []
+        intents: list[Any] = [None]
+        try:
+            call = h.begin(thread_context)
+
+            async def parsed() -> Any:
+                async for raw in requests:
+                    parsed_message = _parse(request_cls, raw)
+                    if not first:
+                        first.append(parsed_message)
+                        intents[0] = await loop.run_in_executor(pool, h.intend, call, parsed_message)
+                    yield parsed_message
+
+            async for reply in h.fn(parsed(), call):
+                yield reply
+        except asyncio.CancelledError:
+            thread_context.end()
+            raise
+        except Exception as exc:
+            code, message = h.fail(exc, call)
+        finally:
+            h.plumbing.metrics.streams.labels(h.name).dec()
+            h.finish(code, started)
+            pool.submit(h.audit, call, thread_context, first[0] if first else None, code, message, intents[0])
+        if code != grpc.StatusCode.OK:
+            await context.abort(code, message)
+
+    return run
+
+
 def aio_handler(service: str, servicer: Any, plumbing: Plumbing, public: frozenset[str],
-                pool: futures.Executor) -> grpc.GenericRpcHandler:
-    """`calls.handler` for the aio listener: coroutine methods on the loop, the rest in `pool`."""
+                pools: Pools) -> grpc.GenericRpcHandler:
+    """`calls.handler` for the aio listener: coroutine methods on the loop, the rest in a pool —
+    unary calls in `pools.calls`, streams in `pools.streams`."""
     methods = {}
     for method in api_pb2.DESCRIPTOR.services_by_name[service].methods:
         request_cls = getattr(api_pb2, method.input_type.name)
         h = _Handling(plumbing, servicer, method.name, method.name in public)
+        pool = pools.streams if method.server_streaming else pools.calls
         serialize = _serializer(getattr(api_pb2, method.output_type.name))
-        if inspect.isasyncgenfunction(h.fn):
-            if method.client_streaming or not method.server_streaming:
-                raise TypeError(f"{service}.{method.name}: only server streams may be coroutines")
+        if inspect.isasyncgenfunction(h.fn) and method.client_streaming:
+            if not method.server_streaming:
+                raise TypeError(f"{service}.{method.name}: a client stream coroutine must stream replies")
+            methods[method.name] = grpc.stream_stream_rpc_method_handler(
+                _coroutine_bidi(h, request_cls, pools.calls), response_serializer=serialize)
+        elif inspect.isasyncgenfunction(h.fn):
+            if not method.server_streaming:
+                raise TypeError(f"{service}.{method.name}: only streams may be coroutines")
             methods[method.name] = grpc.unary_stream_rpc_method_handler(
-                _coroutine_stream(h, request_cls, pool), response_serializer=serialize)
+                _coroutine_stream(h, request_cls, pools.calls), response_serializer=serialize)
         elif method.client_streaming and method.server_streaming:
             methods[method.name] = grpc.stream_stream_rpc_method_handler(
                 _blocking_stream(_streaming(h, request_cls, True), pool, True), response_serializer=serialize)
@@ -188,13 +235,27 @@ def aio_handler(service: str, servicer: Any, plumbing: Plumbing, public: frozens
     return grpc.method_handlers_generic_handler(f"ccattler.v1.{service}", methods)
 
 
+class Pools:
+    """The listener's threads: `calls` for short blocking calls (a few suffice: they contend for one
+    GIL and one store writer), `streams` for blocking streams that wait between messages (a CLI
+    watch, a logs follow, an exec, a node's tunnel). Threads start when first needed."""
+
+    def __init__(self, calls: int, streams: int) -> None:
+        self.calls = futures.ThreadPoolExecutor(calls, thread_name_prefix="cca-api-call")
+        self.streams = futures.ThreadPoolExecutor(streams, thread_name_prefix="cca-api-stream")
+
+    def shutdown(self) -> None:
+        for pool in (self.calls, self.streams):
+            pool.shutdown(wait=False, cancel_futures=True)
+
+
 class AioListener:
     """One `grpc.aio` server on its own event loop thread, driven from any thread like `grpc.Server`."""
 
-    def __init__(self, handlers: Callable[[futures.Executor], list[grpc.GenericRpcHandler]],
+    def __init__(self, handlers: Callable[[Pools], list[grpc.GenericRpcHandler]],
                  address: str, credentials: grpc.ServerCredentials, options: list[tuple[str, Any]],
-                 pool_size: int) -> None:
-        self.pool = futures.ThreadPoolExecutor(pool_size, thread_name_prefix="cca-api")
+                 pool_size: int, call_threads: int = 16) -> None:
+        self.pool = Pools(min(call_threads, pool_size), pool_size)
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="cca-api-loop", daemon=True)
         self._thread.start()
@@ -232,7 +293,7 @@ class AioListener:
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(10)
         self._loop.close()
-        self.pool.shutdown(wait=False, cancel_futures=True)
+        self.pool.shutdown()
 
     def wait_for_termination(self, timeout: float | None = None) -> bool:
         self._thread.join(timeout)

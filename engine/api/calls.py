@@ -218,6 +218,8 @@ def _blocking(fn: Callable[..., AsyncIterator[Any]]) -> Callable[..., Iterator[A
 
     def run(request: Any, call: Call) -> Iterator[Any]:
         loop = asyncio.new_event_loop()
+        if isinstance(request, Iterator):  # a client stream: handed on as an async iterator
+            request = _aiter(request)
         replies = fn(request, call)
         try:
             while call.context.is_active():
@@ -237,6 +239,11 @@ def _blocking(fn: Callable[..., AsyncIterator[Any]]) -> Callable[..., Iterator[A
             loop.close()
 
     return run
+
+
+async def _aiter(items: Iterator[Any]) -> AsyncIterator[Any]:
+    for item in items:  # blocks this (sync server) thread's private loop: it serves only this call
+        yield item
 
 
 def handler(service: str, servicer: Any, plumbing: Plumbing, public: frozenset[str] = frozenset()

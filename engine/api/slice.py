@@ -71,9 +71,38 @@ class Event:
         return self._wire
 
 
+class SliceBatch(list):
+    """The events of one WatchSlice message, with their wire form in parts: a cluster-wide change
+    is one `_Fanout` whose encoding every node's message reuses."""
+
+    __slots__ = ("parts",)
+
+
+class _Fanout:
+    """The cluster-wide events of one dispatch (one store revision batch), built once and queued
+    by reference to every subscriber: endpoint, VIP, DNS and subnet changes cost each node one
+    queue entry, not one per event. A key changed twice in the batch is sent once, as it ended."""
+
+    __slots__ = ("events", "keys", "_wire")
+
+    def __init__(self, events: list[Event]) -> None:
+        last = {event.key: i for i, event in enumerate(events)}
+        self.events = [event for i, event in enumerate(events) if last[event.key] == i]
+        self.keys = frozenset(last)
+        self._wire: bytes | None = None
+
+    def wire(self) -> bytes:
+        if self._wire is None:
+            self._wire = b"".join(event.wire() for event in self.events)
+        return self._wire
+
+
 def batch_message(events: list[Event]) -> bytes:
     """A serialized `Event(kind="batch", events=…)` of `events`, concatenated from their wire forms."""
-    return _BATCH_KIND + b"".join(event.wire() for event in events)
+    parts = getattr(events, "parts", None)
+    if parts is None:
+        parts = [event.wire() for event in events]
+    return _BATCH_KIND + b"".join(parts)
 
 
 _EVENTS_TAG = bytes([5 << 3 | 2])  # field 5 (`events`), length-delimited
@@ -90,59 +119,89 @@ def _varint(n: int) -> bytes:
 
 
 class _Subscriber:
-    """One WatchSlice stream's queue. A cluster-wide document (an endpoint list) changed again
-    before its earlier version was sent is sent once, in its latest version: a node that falls
-    behind catches up on state, not on every step of it. `wake` (a coroutine's subscription) is
-    called from the hub's thread when events arrive for a consumer that has drained the queue."""
+    """One WatchSlice stream's queue: its own events and, by reference, the cluster-wide
+    `_Fanout`s. A cluster-wide document (an endpoint list) changed again before its earlier
+    version was sent is sent once, in its latest version: a node that falls behind catches up on
+    state, not on every step of it. `wake` (a coroutine's subscription) is called from the hub's
+    thread when events arrive for a consumer that has drained the queue."""
 
     def __init__(self, node: str, wake: Callable[[], None] | None = None) -> None:
         self.node = node
-        self.events: deque[Event] = deque()
-        self.latest: dict[str, Event] = {}  # queued shared key → its newest queued event
+        self.items: deque[Event | _Fanout] = deque()
+        self.count = 0  # events queued
         self.cond = threading.Condition(threading.Lock())
         self._wake = wake
         self._woken = False  # a wake is on its way: no second one until the consumer drains
 
-    def push(self, events: list[Event]) -> None:
+    def push(self, events: list[Event], fanout: _Fanout | None = None) -> None:
         with self.cond:
-            self.events.extend(events)
-            for event in events:
-                if event.key.startswith(_SHARED):
-                    self.latest[event.key] = event
-            if len(self.events) > MAX_PENDING:
-                newest = max(e.revision for e in self.events)
-                self.events.clear()
-                self.latest.clear()
-                self.events.append(Event("resync", "", None, newest))
+            self.items.extend(events)
+            self.count += len(events)
+            if fanout is not None:
+                self.items.append(fanout)
+                self.count += len(fanout.events)
+            if self.count > MAX_PENDING:
+                newest = max(e.revision for item in self.items
+                             for e in (item.events if isinstance(item, _Fanout) else (item,)))
+                self.items.clear()
+                self.items.append(Event("resync", "", None, newest))
+                self.count = 1
             self.cond.notify_all()
             wake, self._woken = (self._wake and not self._woken), True
         if wake:
             self._wake()
 
-    def get(self, timeout: float, limit: int = 1) -> list[Event]:
-        """Up to `limit` queued events, waiting up to `timeout` for the first."""
+    def get(self, timeout: float, limit: int = 1) -> SliceBatch:
+        """Up to about `limit` queued events, waiting up to `timeout` for the first."""
         with self.cond:
-            if not self.events:
+            if not self.items:
                 self.cond.wait(timeout)
             return self._take(limit)
 
-    def take(self, limit: int) -> list[Event]:
-        """Up to `limit` queued events, without waiting (an empty list re-arms `wake`)."""
+    def take(self, limit: int) -> SliceBatch:
+        """Up to about `limit` queued events, without waiting (an empty batch re-arms `wake`)."""
         with self.cond:
             return self._take(limit)
 
-    def _take(self, limit: int) -> list[Event]:
-        out: list[Event] = []
-        while self.events and len(out) < limit:
-            event = self.events.popleft()
-            if event.key.startswith(_SHARED):
-                if self.latest.get(event.key) is not event:
-                    continue  # superseded by a later version further back in the queue
-                del self.latest[event.key]
-            out.append(event)
-        if not self.events:
+    def _take(self, limit: int) -> SliceBatch:
+        taken: list[Event | _Fanout] = []
+        size = 0
+        while self.items and size < limit:  # a fanout is taken whole
+            item = self.items.popleft()
+            taken.append(item)
+            size += len(item.events) if isinstance(item, _Fanout) else 1
+        self.count -= size
+        if not self.items:
             self._woken = False
-        return out
+        # Newest first: a shared key already seen (later in the queue) supersedes this version.
+        later: set[str] = set()
+        for item in self.items:  # only a subscriber that lags has any left
+            if isinstance(item, _Fanout):
+                later |= item.keys
+        events: list[Event] = []
+        parts: list[bytes] = []
+        fanouts = sum(isinstance(item, _Fanout) for item in taken)
+        for item in reversed(taken):
+            if isinstance(item, _Fanout):
+                fanouts -= 1
+                if later.isdisjoint(item.keys):
+                    events.extend(reversed(item.events))
+                    parts.append(item.wire())  # the common case: encoded once for every node
+                else:
+                    for event in reversed(item.events):
+                        if event.key not in later:
+                            events.append(event)
+                            parts.append(event.wire())
+                if fanouts:
+                    later |= item.keys
+            else:
+                events.append(item)
+                parts.append(item.wire())
+        events.reverse()
+        parts.reverse()
+        batch = SliceBatch(events)
+        batch.parts = parts
+        return batch
 
 
 def _instance_of(key: str) -> str:
@@ -294,10 +353,13 @@ class SliceHub:
 
     def _dispatch(self, batch: list[Event]) -> None:
         out: dict[str, list[Event]] = defaultdict(list)
+        shared: list[Event] = []  # for every node: one `_Fanout`
         for event in batch:
             if event.kind == "resync":
                 log.warning("slice hub: store history compacted; every agent re-reads its slice")
                 self._load()
+                out.clear()
+                shared.clear()
                 for node in self._subs:
                     out[node] = [Event("resync", "", None, self.revision)]
                 break
@@ -308,13 +370,19 @@ class SliceHub:
                     if (kind, key) not in made:
                         made[kind, key] = (self._put(key, event.revision) if kind == "put"
                                            else Event("delete", key, None, event.revision))
-                    out[node].append(made[kind, key])
-        for node, events in out.items():
-            for sub in self._subs.get(node, ()):
-                sub.push(events)
+                        if node is None:
+                            shared.append(made[kind, key])
+                    if node is not None:
+                        out[node].append(made[kind, key])
+        fanout = _Fanout(shared) if shared else None
+        for node, subs in self._subs.items():
+            events = out.get(node, [])
+            if events or fanout is not None:
+                for sub in subs:
+                    sub.push(events, fanout)
 
-    def _route(self, key: str, value: Any) -> list[tuple[str, str, str, Any]]:
-        """Record one change; the (node, kind, key, value) events it makes."""
+    def _route(self, key: str, value: Any) -> list[tuple[str | None, str, str, Any]]:
+        """Record one change; the (node, kind, key, value) events it makes (node None: every node)."""
         if key.startswith(_NODE_ADDRESSES):
             address = value.get("address") if isinstance(value, dict) else None
             value = {"address": address} if isinstance(address, str) and address else None
@@ -343,7 +411,7 @@ class SliceHub:
             service = key[len(_SERVICES):]
             return [(node, kind, key, value) for node, n in self._service_nodes.get(service, {}).items() if n]
         if key.startswith(_SHARED):
-            return [(node, kind, key, value) for node in self._subs]
+            return [(None, kind, key, value)]  # every node: `_dispatch` fans it out once
         return [(key.rsplit("/", 1)[1], kind, key, value)]  # a node's own subnet, firewall, condition
 
     def _placement(self, key: str, old: Any, new: Any) -> list[tuple[str, str, str, Any]]:
