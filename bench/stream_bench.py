@@ -119,14 +119,17 @@ async def _measure(listen: str, pid: int, nodes: list[tuple[bytes, bytes]], ca: 
     await asyncio.sleep(2)  # let the connection burst settle
     before = dict(counts)
     threads1, cpu1 = _proc(pid)
+    own1 = sum(os.times()[:2])
     await asyncio.sleep(idle)
     threads2, cpu2 = _proc(pid)
+    own2 = sum(os.times()[:2])
     during = {k: v - before.get(k, 0) for k, v in counts.items() if v - before.get(k, 0)}
     done.set()
     await asyncio.gather(*tasks, return_exceptions=True)
     return {"nodes": len(nodes), "synced": in_sync, "connected_s": round(connected, 2),
             "threads_before": threads0, "threads_idle": max(threads1, threads2),
-            "idle_cpu_pct": round(100 * (cpu2 - cpu1) / idle, 1), "idle_calls": during}
+            "idle_cpu_pct": round(100 * (cpu2 - cpu1) / idle, 1),
+            "harness_cpu_pct": round(100 * (own2 - own1) / idle, 1), "idle_calls": during}
 
 
 def run(count: int, ttl: float, idle: float, connect_timeout: float, logs: str | None = None) -> dict:
@@ -182,7 +185,8 @@ def main() -> None:
         calls = ", ".join(f"{n} {k}" for k, n in sorted(figures["idle_calls"].items()))
         print(f"{count} idle nodes: {figures['synced']} synced in {figures['connected_s']} s; server "
               f"threads {figures['threads_before']} → {figures['threads_idle']}; idle server CPU "
-              f"{figures['idle_cpu_pct']} % of a core over {args.idle:g} s ({calls})", flush=True)
+              f"{figures['idle_cpu_pct']} % of a core over {args.idle:g} s (harness "
+              f"{figures['harness_cpu_pct']} %; {calls})", flush=True)
 
 if __name__ == "__main__":
     main()

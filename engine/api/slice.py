@@ -22,6 +22,7 @@ import logging
 import threading
 from collections import Counter, defaultdict, deque
 from collections.abc import AsyncIterator, Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -219,12 +220,14 @@ class SliceHub:
         self._subs: dict[str, set[_Subscriber]] = defaultdict(set)
         self._thread: threading.Thread | None = None
         self._watch: Any = None
+        self._subscribing = ThreadPoolExecutor(1, thread_name_prefix="cca-slice-subscribe")
         self._reset_state()
 
     def _reset_state(self) -> None:
         self.revision = 0
         self._docs: dict[str, Any] = {}  # routed keys → documents
         self._json: dict[str, str] = {}  # routed keys → their documents as JSON (when asked once)
+        self._puts: dict[str, Event] = {}  # routed keys → the put event of their current version
         self._node_of: dict[str, str] = {}  # tenant/instance → node (placement)
         self._on_node: dict[str, set[str]] = defaultdict(set)  # node → placement keys
         self._ips_on: dict[str, set[str]] = defaultdict(set)  # node → address keys
@@ -264,8 +267,10 @@ class SliceHub:
                 pass
 
         sub = _Subscriber(node, wake)
-        # The first subscription reads the whole store: not on the event loop.
-        await loop.run_in_executor(None, self._subscribe, sub, from_revision)
+        # The first subscription reads the whole store, each builds the node's slice: not on the
+        # event loop, and one at a time on their own thread (they take the hub's lock anyway), so
+        # a thousand nodes connecting at once do not queue ahead of other blocking work.
+        await loop.run_in_executor(self._subscribing, self._subscribe, sub, from_revision)
         try:
             while True:
                 batch = sub.take(limit)
@@ -301,6 +306,7 @@ class SliceHub:
     def close(self) -> None:
         if self._watch is not None:
             self._watch.cancel()
+        self._subscribing.shutdown(wait=False, cancel_futures=True)
 
     def _start(self) -> None:
         if self._thread is not None and self._thread.is_alive():
@@ -329,11 +335,17 @@ class SliceHub:
         return [self._put(k, self.revision) for k in sorted(keys) if k in self._docs]
 
     def _put(self, key: str, revision: int) -> Event:
-        """A put of the current document of `key`, its JSON encoded once per version."""
-        encoded = self._json.get(key)
-        if encoded is None:
-            encoded = self._json[key] = json.dumps(self._docs[key])
-        return Event("put", key, self._docs[key], revision, encoded)
+        """A put of the current document of `key`: one event per version (its JSON and wire form
+        encoded once), reused by every node's initial slice — a thousand nodes connecting at once
+        each get the same thousand node-address events, not a thousand new ones. Its revision is
+        the change's (or, never changed since loaded, the first asker's), at most the hub's."""
+        event = self._puts.get(key)
+        if event is None:
+            encoded = self._json.get(key)
+            if encoded is None:
+                encoded = self._json[key] = json.dumps(self._docs[key])
+            event = self._puts[key] = Event("put", key, self._docs[key], revision, encoded)
+        return event
 
     # -- following the store -------------------------------------------------------------------
     def _follow(self) -> None:
@@ -390,6 +402,7 @@ class SliceHub:
                 return []  # a heartbeat, or still no address
         old = self._docs.get(key)
         self._json.pop(key, None)
+        self._puts.pop(key, None)
         if value is None:
             self._docs.pop(key, None)
         else:
