@@ -62,6 +62,9 @@ async def _node(listen: str, name: str, ca: bytes, key: bytes, cert: bytes, ttl:
         return reply.lease
 
     async def follow() -> None:
+        if os.environ.get("STREAM_BENCH_NO_WATCH"):  # diagnosis: heartbeats alone
+            synced.set()
+            return
         while not done.is_set():
             try:
                 async for message in watch(api_pb2.WatchRequest(from_revision=0)):

@@ -24,7 +24,7 @@ from typing import Any
 
 import grpc
 
-from ccattler.engine.api.calls import Plumbing, _Handling, _parse, _serializer, _streaming, _unary
+from ccattler.engine.api.calls import _DENIED, Plumbing, _Handling, _parse, _serializer, _streaming, _unary
 from ccattler.engine.api.gen.ccattler.v1 import api_pb2
 from ccattler.engine.facts import CcaError
 
@@ -131,6 +131,21 @@ def _close_after(pending: futures.Future, replies: Any) -> None:
     replies.close()
 
 
+async def _intend(h: _Handling, call: Any, request: Any, pool: futures.Executor) -> Any:
+    """`_Handling.intend` off the loop (it writes to the store), and only for an audited call."""
+    if h.target(request) is None:
+        return None
+    return await asyncio.get_running_loop().run_in_executor(pool, h.intend, call, request)
+
+
+def _audit(h: _Handling, call: Any, context: ThreadContext, request: Any, code: grpc.StatusCode,
+           message: str, intent: Any, pool: futures.Executor) -> None:
+    """`_Handling.audit` off the loop when it writes a record (an audited call, a denial)."""
+    if intent is None and code not in _DENIED and (request is None or h.target(request) is None):
+        return
+    pool.submit(h.audit, call, context, request, code, message, intent)
+
+
 def _coroutine_stream(h: _Handling, request_cls: type, pool: futures.Executor) -> Callable:
     """A server stream whose servicer method is an async generator: the loop runs it; the same
     authentication, limits, metrics, audit and status mapping as `calls._streaming`."""
@@ -144,7 +159,7 @@ def _coroutine_stream(h: _Handling, request_cls: type, pool: futures.Executor) -
         try:
             call = h.begin(thread_context)
             request = _parse(request_cls, raw)
-            intent = await loop.run_in_executor(pool, h.intend, call, request)
+            intent = await _intend(h, call, request, pool)
             async for reply in h.fn(request, call):
                 yield reply
         except asyncio.CancelledError:  # the client went away: not an error of ours
@@ -155,8 +170,7 @@ def _coroutine_stream(h: _Handling, request_cls: type, pool: futures.Executor) -
         finally:
             h.plumbing.metrics.streams.labels(h.name).dec()
             h.finish(code, started)
-            # The store write of an audit record must not block the loop; denials are audited.
-            pool.submit(h.audit, call, thread_context, request, code, message, intent)
+            _audit(h, call, thread_context, request, code, message, intent, pool)
         if code != grpc.StatusCode.OK:
             await context.abort(code, message)
 
@@ -182,7 +196,7 @@ def _coroutine_bidi(h: _Handling, request_cls: type, pool: futures.Executor) -> 
                     parsed_message = _parse(request_cls, raw)
                     if not first:
                         first.append(parsed_message)
-                        intents[0] = await loop.run_in_executor(pool, h.intend, call, parsed_message)
+                        intents[0] = await _intend(h, call, parsed_message, pool)
                     yield parsed_message
 
             async for reply in h.fn(parsed(), call):
@@ -195,7 +209,7 @@ def _coroutine_bidi(h: _Handling, request_cls: type, pool: futures.Executor) -> 
         finally:
             h.plumbing.metrics.streams.labels(h.name).dec()
             h.finish(code, started)
-            pool.submit(h.audit, call, thread_context, first[0] if first else None, code, message, intents[0])
+            _audit(h, call, thread_context, first[0] if first else None, code, message, intents[0], pool)
         if code != grpc.StatusCode.OK:
             await context.abort(code, message)
 
