@@ -43,9 +43,10 @@ def server(
                                                                             "10.88.0.0/16).")] = None,
     service_cidr: Annotated[str | None, typer.Option(
         "--service-cidr", help="Service virtual IPs (default 10.96.0.0/16).")] = None,
-    workers: Annotated[int, typer.Option("--workers", min=16, help="Threads per listener: one per open "
-                                                                  "stream (an agent keeps one), so "
-                                                                  "about nodes + 60.")] = 256,
+    workers: Annotated[int, typer.Option("--workers", min=16, help="Threads for blocking streams (CLI "
+                                                                  "watch, logs, exec, node tunnels) per "
+                                                                  "listener; agents' slice watches and "
+                                                                  "heartbeats hold none.")] = 256,
     time_zone: Annotated[str, typer.Option("--time-zone", help="The cluster's time zone (autoscaling "
                                                                "schedule windows).")] = "UTC",
 ) -> None:
