@@ -44,9 +44,9 @@ def server(
     service_cidr: Annotated[str | None, typer.Option(
         "--service-cidr", help="Service virtual IPs (default 10.96.0.0/16).")] = None,
     workers: Annotated[int, typer.Option("--workers", min=16, help="Threads for blocking streams (CLI "
-                                                                  "watch, logs, exec, node tunnels) per "
-                                                                  "listener; agents' slice watches and "
-                                                                  "heartbeats hold none.")] = 256,
+                                                                  "watch, logs, exec) per listener; agents' "
+                                                                  "slice watches, heartbeats and tunnels "
+                                                                  "hold none.")] = 256,
     time_zone: Annotated[str, typer.Option("--time-zone", help="The cluster's time zone (autoscaling "
                                                                "schedule windows).")] = "UTC",
 ) -> None:

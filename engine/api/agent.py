@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from typing import Any
 
 from ccattler.engine.api.agent_client import MAX_SECRET_BATCH
@@ -231,5 +231,8 @@ class AgentService:
             values.append(api_pb2.SecretValue(name=name, value=url, mount=mount))
         return values
 
-    def Tunnel(self, ups: Iterator[api_pb2.TunnelUp], call: Call) -> Iterator[api_pb2.TunnelDown]:
-        yield from self.tunnels.serve(self._node(call), ups, call.context.is_active)
+    async def Tunnel(self, ups: AsyncIterator[api_pb2.TunnelUp], call: Call
+                     ) -> AsyncIterator[api_pb2.TunnelDown]:
+        """A coroutine: an open tunnel holds no server thread."""
+        async for down in self.tunnels.serve(self._node(call), ups):
+            yield down

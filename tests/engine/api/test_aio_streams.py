@@ -114,3 +114,32 @@ def test_coroutine_subscription_wakes_on_changes_without_polling():
             hub.close()
         assert seen[0] == ("synced", "") and seen[-1] == ("put", "derived/firewall/n1")
         assert sum(len(subs) for subs in hub._subs.values()) == 0
+
+
+def test_a_tunnel_is_a_coroutine_carrying_a_session_both_ways(cluster, tmp_path):
+    import queue
+
+    client = node_client(cluster, tmp_path, "t1")
+    ups: queue.Queue = queue.Queue()
+
+    def requests():
+        while (up := ups.get()) is not None:
+            yield up
+
+    try:
+        downs = client.agent.Tunnel(requests())
+        assert until(lambda: cluster.server.tunnels.connected("t1"))
+        before = server_threads()
+        session = cluster.server.tunnels.open("t1", "logs", {"instance": "shop/web-a1"}, "logs of web-a1")
+        opened = next(downs)
+        assert opened.session == session.id and opened.open == "logs"
+        ups.put(api_pb2.TunnelUp(session=session.id, data=b"hello\n"))
+        ups.put(api_pb2.TunnelUp(session=session.id, closed=True))
+        assert session.output.get(timeout=5)[1].data == b"hello\n"
+        assert session.output.get(timeout=5)[1].closed
+        assert server_threads() <= before + 1  # no reader thread, no stream thread
+        ups.put(None)  # the agent closes its tunnel
+        assert until(lambda: not cluster.server.tunnels.connected("t1"))
+    finally:
+        ups.put(None)
+        client.close()
