@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -27,6 +28,8 @@ import grpc
 from ccattler.engine.api.calls import _DENIED, Plumbing, _Handling, _parse, _serializer, _streaming, _unary
 from ccattler.engine.api.gen.ccattler.v1 import api_pb2
 from ccattler.engine.facts import CcaError
+
+log = logging.getLogger("ccattler.api")
 
 _END = object()
 
@@ -114,20 +117,23 @@ def _blocking_stream(behavior: Callable, pool: futures.Executor, client_streamin
         except _Abort as exc:
             await context.abort(exc.code, exc.details)
         finally:
-            if pending is not None:  # cancelled mid-message: close the generator once it yields
-                thread_context.end()
+            thread_context.end()
+            # Close the generator in a thread (its finally may write an audit record): once its
+            # message in progress is done if cancelled mid-message; a no-op if it had ended.
+            try:
                 pool.submit(_close_after, pending, replies)
-            else:
-                replies.close()  # runs the handler's finally (metrics, audit) if it had not ended
+            except RuntimeError:  # the pool shut down (server stopping)
+                pass
 
     return run
 
 
-def _close_after(pending: futures.Future, replies: Any) -> None:
-    try:
-        pending.result()
-    except BaseException:
-        pass
+def _close_after(pending: futures.Future | None, replies: Any) -> None:
+    if pending is not None:
+        try:
+            pending.result()
+        except BaseException:
+            pass
     replies.close()
 
 
@@ -143,7 +149,10 @@ def _audit(h: _Handling, call: Any, context: ThreadContext, request: Any, code: 
     """`_Handling.audit` off the loop when it writes a record (an audited call, a denial)."""
     if intent is None and code not in _DENIED and (request is None or h.target(request) is None):
         return
-    pool.submit(h.audit, call, context, request, code, message, intent)
+    try:
+        pool.submit(h.audit, call, context, request, code, message, intent)
+    except RuntimeError:  # the pool shut down (server stopping): log what is lost
+        log.warning("audit record of %s (%s) not written: the server is stopping", h.name, code.name)
 
 
 def _coroutine_stream(h: _Handling, request_cls: type, pool: futures.Executor) -> Callable:
