@@ -43,9 +43,10 @@ def server(
                                                                             "10.88.0.0/16).")] = None,
     service_cidr: Annotated[str | None, typer.Option(
         "--service-cidr", help="Service virtual IPs (default 10.96.0.0/16).")] = None,
-    workers: Annotated[int, typer.Option("--workers", min=16, help="Threads per listener: one per open "
-                                                                  "stream (an agent keeps one), so "
-                                                                  "about nodes + 60.")] = 256,
+    workers: Annotated[int, typer.Option("--workers", min=16, help="Threads for blocking streams (CLI "
+                                                                  "watch, logs, exec) per listener; agents' "
+                                                                  "slice watches, heartbeats and tunnels "
+                                                                  "hold none.")] = 256,
     identity_ttl: Annotated[float, typer.Option("--identity-ttl", help="Seconds a workload identity "
                                                                        "(SPIFFE X.509-SVID) is valid; "
                                                                        "agents rotate at 2/3.")] = 3600.0,

@@ -8,8 +8,9 @@ only, and fetch granted secrets.
 
 from __future__ import annotations
 
+import asyncio
 import json
-from collections.abc import Iterator
+from collections.abc import AsyncIterator
 from typing import Any
 
 from ccattler.engine.api.agent_client import MAX_SECRET_BATCH
@@ -51,6 +52,7 @@ def _node_name(name: str) -> str:
 
 class AgentService(IdentityCalls):
     """ccattler.v1.Agent; every call but Join needs a node certificate."""
+
 
     def __init__(self, store: Store, ca: CertificateAuthority, keys: KeyProvider) -> None:
         self.store, self.ca, self.keys = store, ca, keys
@@ -136,23 +138,28 @@ class AgentService(IdentityCalls):
                 pass
         return api_pb2.Lease(lease=lease, ttl_seconds=ttl)
 
-    def Heartbeat(self, requests: Iterator[api_pb2.HeartbeatRequest], call: Call
-                  ) -> Iterator[api_pb2.HeartbeatReply]:
+    async def Heartbeat(self, requests: AsyncIterator[api_pb2.HeartbeatRequest], call: Call
+                        ) -> AsyncIterator[api_pb2.HeartbeatReply]:
+        """A coroutine: the loop reads the beats, each beat's store calls run in a thread."""
         node = self._node(call)
-        for beat in requests:
-            fact = self.store.get(f"observed/node/{node}")
-            if fact is None or fact.lease != beat.lease:
-                raise NotFound(f"lease {beat.lease} does not hold node {node}; register again")
-            try:
-                self.store.lease_keepalive(beat.lease)
-            except LeaseNotFound:
-                raise NotFound(f"lease {beat.lease} of node {node} expired; register again") from None
-            yield api_pb2.HeartbeatReply(revision=self.store.revision())
+        async for beat in requests:
+            yield await asyncio.to_thread(self._beat, node, beat.lease)
         # The stream ended: keep nothing alive; the lease runs out and the node's facts vanish.
 
-    def WatchSlice(self, request: api_pb2.WatchRequest, call: Call) -> Iterator[api_pb2.Event]:
+    def _beat(self, node: str, lease: int) -> api_pb2.HeartbeatReply:
+        fact = self.store.get(f"observed/node/{node}")
+        if fact is None or fact.lease != lease:
+            raise NotFound(f"lease {lease} does not hold node {node}; register again")
+        try:
+            self.store.lease_keepalive(lease)
+        except LeaseNotFound:
+            raise NotFound(f"lease {lease} of node {node} expired; register again") from None
+        return api_pb2.HeartbeatReply(revision=self.store.revision())
+
+    async def WatchSlice(self, request: api_pb2.WatchRequest, call: Call) -> AsyncIterator[bytes]:
+        """A coroutine (engine/api/aio_server.py): a thousand idle watches hold no thread."""
         node = self._node(call)
-        for batch in self.slices.batches(node, request.from_revision, call.context.is_active):
+        async for batch in self.slices.abatches(node, request.from_revision):
             yield batch_message(batch)  # already serialized: sent as is
 
     def Report(self, request: api_pb2.ReportRequest, call: Call) -> api_pb2.Json:
@@ -208,5 +215,8 @@ class AgentService(IdentityCalls):
             values.append(api_pb2.SecretValue(name=name, value=url, mount=mount))
         return values
 
-    def Tunnel(self, ups: Iterator[api_pb2.TunnelUp], call: Call) -> Iterator[api_pb2.TunnelDown]:
-        yield from self.tunnels.serve(self._node(call), ups, call.context.is_active)
+    async def Tunnel(self, ups: AsyncIterator[api_pb2.TunnelUp], call: Call
+                     ) -> AsyncIterator[api_pb2.TunnelDown]:
+        """A coroutine: an open tunnel holds no server thread."""
+        async for down in self.tunnels.serve(self._node(call), ups):
+            yield down

@@ -4,11 +4,13 @@ errors mapped to status codes with the error's message (never a traceback)."""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
+import inspect
 import logging
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -256,6 +258,40 @@ def _serializer(cls: type) -> Callable[[Any], bytes]:
     return lambda reply: reply if isinstance(reply, bytes) else to_bytes(reply)
 
 
+def _blocking(fn: Callable[..., AsyncIterator[Any]]) -> Callable[..., Iterator[Any]]:
+    """A coroutine stream (an async generator method) driven from a sync server's thread on a
+    private event loop, ending when the call does (the aio listener runs such methods natively)."""
+
+    def run(request: Any, call: Call) -> Iterator[Any]:
+        loop = asyncio.new_event_loop()
+        if isinstance(request, Iterator):  # a client stream: handed on as an async iterator
+            request = _aiter(request)
+        replies = fn(request, call)
+        try:
+            while call.context.is_active():
+                step = loop.create_task(replies.__anext__())
+                while not step.done() and call.context.is_active():
+                    loop.run_until_complete(asyncio.wait([step], timeout=1.0))
+                if not step.done():
+                    step.cancel()
+                    loop.run_until_complete(asyncio.wait([step]))
+                    return
+                try:
+                    yield step.result()
+                except StopAsyncIteration:
+                    return
+        finally:
+            loop.run_until_complete(replies.aclose())
+            loop.close()
+
+    return run
+
+
+async def _aiter(items: Iterator[Any]) -> AsyncIterator[Any]:
+    for item in items:  # blocks this (sync server) thread's private loop: it serves only this call
+        yield item
+
+
 def handler(service: str, servicer: Any, plumbing: Plumbing, public: frozenset[str] = frozenset()
             ) -> grpc.GenericRpcHandler:
     """gRPC handlers for every method of `service` (ccattler.v1.<service>) implemented by `servicer`."""
@@ -263,6 +299,8 @@ def handler(service: str, servicer: Any, plumbing: Plumbing, public: frozenset[s
     for method in api_pb2.DESCRIPTOR.services_by_name[service].methods:
         request_cls = getattr(api_pb2, method.input_type.name)
         h = _Handling(plumbing, servicer, method.name, method.name in public)
+        if inspect.isasyncgenfunction(h.fn):
+            h.fn = _blocking(h.fn)
         serialize = _serializer(getattr(api_pb2, method.output_type.name))
         if method.client_streaming and method.server_streaming:
             methods[method.name] = grpc.stream_stream_rpc_method_handler(

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import grpc
 
 from ccattler.engine.api.agent import AgentService
+from ccattler.engine.api.aio_server import AioListener, aio_handler
 from ccattler.engine.api.audit import DEFAULT_KEEP, DEFAULT_MAX_AGE, AuditLog
 from ccattler.engine.api.audit_file import DEFAULT_BACKUPS, DEFAULT_MAX_BYTES, AuditFile
 from ccattler.engine.api.authn import CertAuthenticator, TokenAuthenticator
@@ -58,10 +59,9 @@ class ServerOptions:
     audit_log_max_bytes: int = DEFAULT_MAX_BYTES
     audit_log_backups: int = DEFAULT_BACKUPS
     watch_max_bytes: int = 8 * 1024 * 1024
-    #: Threads per listener. The sync gRPC server holds one per open stream (each agent keeps its
-    #: slice watch open; heartbeats are short calls, logs/exec tunnels open only while used), so
-    #: this bounds the nodes one server carries (~200 by default; `cca server --workers`);
-    #: calls beyond it are refused with RESOURCE_EXHAUSTED rather than queued.
+    #: Threads per listener. Mutual TLS (grpc.aio): the blocking calls served at once (more wait
+    #: for a thread); agents' slice watches are coroutines and hold none. Token listener (sync
+    #: server): one per open call, calls beyond it refused with RESOURCE_EXHAUSTED.
     workers: int = 256
 
 
@@ -107,34 +107,39 @@ class ApiServer:
         grpc_options = [("grpc.max_receive_message_length", options.max_message_bytes),
                         ("grpc.max_send_message_length", 64 * 1024 * 1024),
                         ("grpc.so_reuseport", 0),
-                        # Pings find vanished agents, so their stream threads are freed (their
+                        # Pings find vanished agents, so their streams are freed (their
                         # leases expire regardless: nothing refreshes them).
                         ("grpc.keepalive_time_ms", 30_000), ("grpc.keepalive_timeout_ms", 10_000),
                         ("grpc.http2.min_ping_interval_without_data_ms", 10_000),
                         ("grpc.keepalive_permit_without_calls", 1)]
 
-        def listener(authenticate, public: frozenset[str], address: str, mutual: bool
-                     ) -> tuple[grpc.Server, int]:
-            plumbing = Plumbing(audit_log, authenticate, limiter, self.metrics, failures)
-            server = grpc.server(futures.ThreadPoolExecutor(options.workers, thread_name_prefix="cca-api"),
-                                 options=grpc_options, maximum_concurrent_rpcs=options.workers)
-            server.add_generic_rpc_handlers([handler("Cluster", cluster, plumbing, public),
-                                             handler("Agent", agent, plumbing, public)])
-            credentials = grpc.ssl_server_credentials(
-                [server_pair], root_certificates=cert_pem(ca.cert), require_client_auth=mutual)
-            split_address(address)
-            try:
-                port = server.add_secure_port(address, credentials)
-            except RuntimeError as exc:
-                raise CcaError(f"cannot listen on {address}: {exc}") from None
-            return server, port
-
-        self.mtls, mtls_port = listener(CertAuthenticator(), frozenset({"Health"}), options.listen, True)
+        credentials = grpc.ssl_server_credentials(
+            [server_pair], root_certificates=cert_pem(ca.cert), require_client_auth=True)
+        split_address(options.listen)
+        # Mutual TLS (agents, admin, workloads): on grpc.aio, so idle agent streams hold no thread.
+        mtls_plumbing = Plumbing(audit_log, CertAuthenticator(), limiter, self.metrics, failures)
+        public = frozenset({"Health"})
+        self.mtls = AioListener(
+            lambda pool: [aio_handler("Cluster", cluster, mtls_plumbing, public, pool),
+                          aio_handler("Agent", agent, mtls_plumbing, public, pool)],
+            options.listen, credentials, grpc_options, options.workers)
         host = options.listen.rpartition(":")[0]
-        self.listen = f"{host}:{mtls_port}"
+        self.listen = f"{host}:{self.mtls.port}"
+        # Bearer tokens (users, joining nodes): the sync server, a thread per call.
         token_listen = options.token_listen or token_address(self.listen)
-        self.token, token_port = listener(TokenAuthenticator(store), frozenset({"Health", "Join"}),
-                                          token_listen, False)
+        token_plumbing = Plumbing(audit_log, TokenAuthenticator(store), limiter, self.metrics, failures)
+        self.token = grpc.server(futures.ThreadPoolExecutor(options.workers, thread_name_prefix="cca-api"),
+                                 options=grpc_options, maximum_concurrent_rpcs=options.workers)
+        public = frozenset({"Health", "Join"})
+        self.token.add_generic_rpc_handlers([handler("Cluster", cluster, token_plumbing, public),
+                                             handler("Agent", agent, token_plumbing, public)])
+        split_address(token_listen)
+        try:
+            token_port = self.token.add_secure_port(token_listen, grpc.ssl_server_credentials(
+                [server_pair], root_certificates=cert_pem(ca.cert), require_client_auth=False))
+        except RuntimeError as exc:
+            self.mtls.stop(0)
+            raise CcaError(f"cannot listen on {token_listen}: {exc}") from None
         self.token_listen = f"{token_listen.rpartition(':')[0]}:{token_port}"
         self._metrics_server: MetricsServer | None = None
         if options.metrics_listen:

@@ -18,11 +18,13 @@ agent resumes, and re-reads its slice); `BATCH`, the most events sent in one mes
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import threading
 from collections import Counter, defaultdict, deque
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -81,9 +83,39 @@ class Event:
         return self._wire
 
 
+class SliceBatch(list):
+    """The events of one WatchSlice message, with their wire form in parts: a cluster-wide change
+    is one `_Fanout` whose encoding every node's message reuses."""
+
+    __slots__ = ("parts",)
+
+
+class _Fanout:
+    """The cluster-wide events of one dispatch (one store revision batch), built once and queued
+    by reference to every subscriber: endpoint, VIP, DNS and subnet changes cost each node one
+    queue entry, not one per event. A key changed twice in the batch is sent once, as it ended."""
+
+    __slots__ = ("events", "keys", "size", "_wire")
+
+    def __init__(self, events: list[Event]) -> None:
+        last = {event.key: i for i, event in enumerate(events)}
+        self.events = [event for i, event in enumerate(events) if last[event.key] == i]
+        self.keys = frozenset(last)
+        self.size = sum(_size(event) for event in self.events)  # what it counts against a queue's bound
+        self._wire: bytes | None = None
+
+    def wire(self) -> bytes:
+        if self._wire is None:
+            self._wire = b"".join(event.wire() for event in self.events)
+        return self._wire
+
+
 def batch_message(events: list[Event]) -> bytes:
     """A serialized `Event(kind="batch", events=…)` of `events`, concatenated from their wire forms."""
-    return _BATCH_KIND + b"".join(event.wire() for event in events)
+    parts = getattr(events, "parts", None)
+    if parts is None:
+        parts = [event.wire() for event in events]
+    return _BATCH_KIND + b"".join(parts)
 
 
 _EVENTS_TAG = bytes([5 << 3 | 2])  # field 5 (`events`), length-delimited
@@ -100,66 +132,112 @@ def _varint(n: int) -> bytes:
 
 
 class _Subscriber:
-    """One WatchSlice stream's queue. A cluster-wide document (an endpoint list) changed again
-    before its earlier version was sent is sent once, in its latest version: a node that falls
-    behind catches up on state, not on every step of it. Queued bytes are bounded (the initial
-    slice aside: it is the hub's own documents); past the bound the subscriber is dropped."""
+    """One WatchSlice stream's queue: its own events and, by reference, the cluster-wide
+    `_Fanout`s. A cluster-wide document (an endpoint list) changed again before its earlier
+    version was sent is sent once, in its latest version: a node that falls behind catches up on
+    state, not on every step of it. Queued bytes are bounded (the initial slice aside: it is the
+    hub's own documents); past the bound, or past `MAX_PENDING` events, the subscriber is dropped
+    (`FellBehind`: its agent resumes and re-reads its slice). `wake` (a coroutine's
+    subscription) is called from the hub's thread when events arrive for a consumer that has
+    drained the queue."""
 
-    def __init__(self, node: str, max_bytes: int = MAX_BYTES) -> None:
+    def __init__(self, node: str, max_bytes: int = MAX_BYTES, wake: Callable[[], None] | None = None) -> None:
         self.node, self.max_bytes = node, max_bytes
-        self.events: deque[Event] = deque()
-        self.latest: dict[str, Event] = {}  # queued shared key → its newest queued event
-        self.cond = threading.Condition(threading.Lock())
+        self.items: deque[Event | _Fanout] = deque()
+        self.count = 0  # events queued
         self.queued_bytes = 0
-        self.exempt = 0  # leading events not counted (the initial slice)
+        self.exempt = 0  # leading items not counted in bytes (the initial slice)
         self.delivered = 0  # the newest revision handed out
         self.dropped: FellBehind | None = None
+        self.cond = threading.Condition(threading.Lock())
+        self._wake = wake
+        self._woken = False  # a wake is on its way: no second one until the consumer drains
 
-    def push(self, events: list[Event], counted: bool = True) -> None:
+    def push(self, events: list[Event], fanout: _Fanout | None = None, counted: bool = True) -> None:
         with self.cond:
             if self.dropped is not None:
                 return
-            size = sum(_size(e) for e in events) if counted else 0
-            if self.events and (len(self.events) + len(events) > MAX_PENDING
-                                or self.queued_bytes + size > self.max_bytes):
+            added = len(events) + (len(fanout.events) if fanout is not None else 0)
+            size = 0
+            if counted:
+                size = sum(_size(e) for e in events) + (fanout.size if fanout is not None else 0)
+            if self.items and (self.count + added > MAX_PENDING or self.queued_bytes + size > self.max_bytes):
                 self.dropped = FellBehind(self.delivered, self.queued_bytes + size, self.max_bytes)
-                self.events.clear()
-                self.latest.clear()
-                self.queued_bytes = self.exempt = 0
-                self.cond.notify_all()
-                return
-            if not counted:
-                self.exempt += len(events)
-            self.queued_bytes += size
-            self.events.extend(events)
-            for event in events:
-                if event.key.startswith(_SHARED):
-                    self.latest[event.key] = event
+                self.items.clear()
+                self.count = self.queued_bytes = self.exempt = 0
+            else:
+                self.items.extend(events)
+                if fanout is not None:
+                    self.items.append(fanout)
+                self.count += added
+                self.queued_bytes += size
+                if not counted:
+                    self.exempt += len(events) + (fanout is not None)
             self.cond.notify_all()
+            wake, self._woken = (self._wake and not self._woken), True
+        if wake:
+            self._wake()
 
-    def get(self, timeout: float, limit: int = 1) -> list[Event]:
-        """Up to `limit` queued events, waiting up to `timeout` for the first; raises `FellBehind`
-        once the subscriber was dropped."""
+    def get(self, timeout: float, limit: int = 1) -> SliceBatch:
+        """Up to about `limit` queued events, waiting up to `timeout` for the first; raises
+        `FellBehind` once the subscriber was dropped."""
         with self.cond:
-            if not self.events and self.dropped is None:
+            if not self.items and self.dropped is None:
                 self.cond.wait(timeout)
-            if self.dropped is not None:
-                raise self.dropped
-            out: list[Event] = []
-            while self.events and len(out) < limit:
-                event = self.events.popleft()
-                if self.exempt:
-                    self.exempt -= 1
+            return self._take(limit)
+
+    def take(self, limit: int) -> SliceBatch:
+        """Up to about `limit` queued events, without waiting (an empty batch re-arms `wake`)."""
+        with self.cond:
+            return self._take(limit)
+
+    def _take(self, limit: int) -> SliceBatch:
+        if self.dropped is not None:
+            raise self.dropped
+        taken: list[Event | _Fanout] = []
+        size = 0
+        while self.items and size < limit:  # a fanout is taken whole
+            item = self.items.popleft()
+            taken.append(item)
+            size += len(item.events) if isinstance(item, _Fanout) else 1
+            if self.exempt:
+                self.exempt -= 1
+            else:
+                self.queued_bytes -= item.size if isinstance(item, _Fanout) else _size(item)
+        self.count -= size
+        if not self.items:
+            self._woken = False
+        # Newest first: a shared key already seen (later in the queue) supersedes this version.
+        later: set[str] = set()
+        for item in self.items:  # only a subscriber that lags has any left
+            if isinstance(item, _Fanout):
+                later |= item.keys
+        events: list[Event] = []
+        parts: list[bytes] = []
+        fanouts = sum(isinstance(item, _Fanout) for item in taken)
+        for item in reversed(taken):
+            if isinstance(item, _Fanout):
+                fanouts -= 1
+                if later.isdisjoint(item.keys):
+                    events.extend(reversed(item.events))
+                    parts.append(item.wire())  # the common case: encoded once for every node
                 else:
-                    self.queued_bytes -= _size(event)
-                if event.key.startswith(_SHARED):
-                    if self.latest.get(event.key) is not event:
-                        continue  # superseded by a later version further back in the queue
-                    del self.latest[event.key]
-                out.append(event)
-            if out:
-                self.delivered = max(self.delivered, out[-1].revision)
-            return out
+                    for event in reversed(item.events):
+                        if event.key not in later:
+                            events.append(event)
+                            parts.append(event.wire())
+                if fanouts:
+                    later |= item.keys
+            else:
+                events.append(item)
+                parts.append(item.wire())
+        events.reverse()
+        parts.reverse()
+        batch = SliceBatch(events)
+        batch.parts = parts
+        if events:
+            self.delivered = max(self.delivered, max(e.revision for e in events))
+        return batch
 
 
 def _size(event: Event) -> int:
@@ -181,12 +259,14 @@ class SliceHub:
         self._subs: dict[str, set[_Subscriber]] = defaultdict(set)
         self._thread: threading.Thread | None = None
         self._watch: Any = None
+        self._subscribing = ThreadPoolExecutor(1, thread_name_prefix="cca-slice-subscribe")
         self._reset_state()
 
     def _reset_state(self) -> None:
         self.revision = 0
         self._docs: dict[str, Any] = {}  # routed keys → documents
         self._json: dict[str, str] = {}  # routed keys → their documents as JSON (when asked once)
+        self._puts: dict[str, Event] = {}  # routed keys → the put event of their current version
         self._node_of: dict[str, str] = {}  # tenant/instance → node (placement)
         self._on_node: dict[str, set[str]] = defaultdict(set)  # node → placement keys
         self._ips_on: dict[str, set[str]] = defaultdict(set)  # node → address keys
@@ -203,22 +283,57 @@ class SliceHub:
                 ) -> Iterator[list[Event]]:
         """The same events in lists of up to `limit`: whatever is queued when the consumer asks."""
         sub = _Subscriber(node, self.max_bytes)
-        sub.delivered = max(0, from_revision)
-        with self._lock:
-            self._start()
-            if from_revision <= 0:
-                sub.push([*self._current(node), Event("synced", "", None, self.revision)], counted=False)
-            elif from_revision < self.revision:  # the changes in between are not kept per node
-                sub.push([Event("resync", "", None, self.revision)])
-            self._subs[node].add(sub)
+        self._subscribe(sub, from_revision)
         try:
             while active():
                 batch = sub.get(1.0, limit)
                 if batch:
                     yield batch
         finally:
-            with self._lock:
-                self._subs[node].discard(sub)
+            self._unsubscribe(sub)
+
+    async def abatches(self, node: str, from_revision: int, limit: int = BATCH
+                       ) -> AsyncIterator[list[Event]]:
+        """`batches` for a coroutine: it holds no thread while the node's slice is quiet, and ends
+        when its consumer is cancelled (the stream closed)."""
+        loop = asyncio.get_running_loop()
+        ready = asyncio.Event()
+
+        def wake() -> None:  # from the hub's thread
+            try:
+                loop.call_soon_threadsafe(ready.set)
+            except RuntimeError:  # the loop closed (server stopped): nobody is waiting
+                pass
+
+        sub = _Subscriber(node, self.max_bytes, wake)
+        # The first subscription reads the whole store, each builds the node's slice: not on the
+        # event loop, and one at a time on their own thread (they take the hub's lock anyway), so
+        # a thousand nodes connecting at once do not queue ahead of other blocking work.
+        await loop.run_in_executor(self._subscribing, self._subscribe, sub, from_revision)
+        try:
+            while True:
+                batch = sub.take(limit)
+                if batch:
+                    yield batch
+                    continue
+                await ready.wait()
+                ready.clear()
+        finally:
+            self._unsubscribe(sub)
+
+    def _subscribe(self, sub: _Subscriber, from_revision: int) -> None:
+        sub.delivered = max(0, from_revision)
+        with self._lock:
+            self._start()
+            if from_revision <= 0:
+                sub.push([*self._current(sub.node), Event("synced", "", None, self.revision)], counted=False)
+            elif from_revision < self.revision:  # the changes in between are not kept per node
+                sub.push([Event("resync", "", None, self.revision)])
+            self._subs[sub.node].add(sub)
+
+    def _unsubscribe(self, sub: _Subscriber) -> None:
+        with self._lock:
+            self._subs[sub.node].discard(sub)
 
     def summon(self, node: str) -> None:
         """Ask `node`'s agent to open its logs/exec tunnel (a `tunnel` event in its slice stream)."""
@@ -231,6 +346,7 @@ class SliceHub:
     def close(self) -> None:
         if self._watch is not None:
             self._watch.cancel()
+        self._subscribing.shutdown(wait=False, cancel_futures=True)
 
     def _start(self) -> None:
         if self._thread is not None and self._thread.is_alive():
@@ -260,11 +376,17 @@ class SliceHub:
         return [self._put(k, self.revision) for k in sorted(keys) if k in self._docs]
 
     def _put(self, key: str, revision: int) -> Event:
-        """A put of the current document of `key`, its JSON encoded once per version."""
-        encoded = self._json.get(key)
-        if encoded is None:
-            encoded = self._json[key] = json.dumps(self._docs[key])
-        return Event("put", key, self._docs[key], revision, encoded)
+        """A put of the current document of `key`: one event per version (its JSON and wire form
+        encoded once), reused by every node's initial slice — a thousand nodes connecting at once
+        each get the same thousand node-address events, not a thousand new ones. Its revision is
+        the change's (or, never changed since loaded, the first asker's), at most the hub's."""
+        event = self._puts.get(key)
+        if event is None:
+            encoded = self._json.get(key)
+            if encoded is None:
+                encoded = self._json[key] = json.dumps(self._docs[key])
+            event = self._puts[key] = Event("put", key, self._docs[key], revision, encoded)
+        return event
 
     # -- following the store -------------------------------------------------------------------
     def _follow(self) -> None:
@@ -284,10 +406,13 @@ class SliceHub:
 
     def _dispatch(self, batch: list[Event]) -> None:
         out: dict[str, list[Event]] = defaultdict(list)
+        shared: list[Event] = []  # for every node: one `_Fanout`
         for event in batch:
             if event.kind == "resync":
                 log.warning("slice hub: store history compacted; every agent re-reads its slice")
                 self._load()
+                out.clear()
+                shared.clear()
                 for node in self._subs:
                     out[node] = [Event("resync", "", None, self.revision)]
                 break
@@ -298,13 +423,19 @@ class SliceHub:
                     if (kind, key) not in made:
                         made[kind, key] = (self._put(key, event.revision) if kind == "put"
                                            else Event("delete", key, None, event.revision))
-                    out[node].append(made[kind, key])
-        for node, events in out.items():
-            for sub in self._subs.get(node, ()):
-                sub.push(events)
+                        if node is None:
+                            shared.append(made[kind, key])
+                    if node is not None:
+                        out[node].append(made[kind, key])
+        fanout = _Fanout(shared) if shared else None
+        for node, subs in self._subs.items():
+            events = out.get(node, [])
+            if events or fanout is not None:
+                for sub in subs:
+                    sub.push(events, fanout)
 
-    def _route(self, key: str, value: Any) -> list[tuple[str, str, str, Any]]:
-        """Record one change; the (node, kind, key, value) events it makes."""
+    def _route(self, key: str, value: Any) -> list[tuple[str | None, str, str, Any]]:
+        """Record one change; the (node, kind, key, value) events it makes (node None: every node)."""
         if key.startswith(_NODE_ADDRESSES):
             address = value.get("address") if isinstance(value, dict) else None
             value = {"address": address} if isinstance(address, str) and address else None
@@ -312,6 +443,7 @@ class SliceHub:
                 return []  # a heartbeat, or still no address
         old = self._docs.get(key)
         self._json.pop(key, None)
+        self._puts.pop(key, None)
         if value is None:
             self._docs.pop(key, None)
         else:
@@ -333,7 +465,7 @@ class SliceHub:
             service = key[len(_SERVICES if key.startswith(_SERVICES) else _ROLLOUTS):]
             return [(node, kind, key, value) for node, n in self._service_nodes.get(service, {}).items() if n]
         if key.startswith(_SHARED):
-            return [(node, kind, key, value) for node in self._subs]
+            return [(None, kind, key, value)]  # every node: `_dispatch` fans it out once
         return [(key.rsplit("/", 1)[1], kind, key, value)]  # a node's own subnet, firewall, condition
 
     def _placement(self, key: str, old: Any, new: Any) -> list[tuple[str, str, str, Any]]:

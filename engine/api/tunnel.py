@@ -5,18 +5,22 @@ Agent-initiated, so a node needs no listening port, no server certificate and no
 (NAT, firewalls), and the node's own mTLS identity authenticates the tunnel. Opened on demand: a
 session for a node without a tunnel summons it (a `tunnel` event down the node's slice watch) and
 waits up to `SUMMON_TIMEOUT`; the agent closes it again once idle. A thousand idle nodes so hold no
-tunnel streams (each costs the server two threads). Sessions are
-multiplexed by id: `TunnelDown` opens/feeds/cancels one, `TunnelUp` carries its output and end.
+tunnel streams. An open tunnel is a coroutine on the API server's event loop (engine/api/aio_server.py),
+no thread; sessions are opened and fed from the blocking Cluster calls' threads (`_Down` hands their
+messages to the loop). Sessions are multiplexed by id: `TunnelDown` opens/feeds/cancels one,
+`TunnelUp` carries its output and end.
 """
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
 import logging
 import queue
 import threading
-from collections.abc import Callable, Iterator
+from collections import deque
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from ccattler.engine.api.gen.ccattler.v1 import api_pb2
@@ -49,10 +53,37 @@ class Session:
             self._tunnel.down.put(api_pb2.TunnelDown(session=self.id, cancel=True))
 
 
+class _Down:
+    """What the server sends down one tunnel: put from any thread, read by the tunnel's coroutine
+    (None ends the tunnel)."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._items: deque[api_pb2.TunnelDown | None] = deque()
+        self._lock = threading.Lock()
+        self._loop = loop
+        self._ready = asyncio.Event()
+
+    def put(self, message: api_pb2.TunnelDown | None) -> None:
+        with self._lock:
+            self._items.append(message)
+        try:
+            self._loop.call_soon_threadsafe(self._ready.set)
+        except RuntimeError:  # the loop closed (server stopped): nobody reads any more
+            pass
+
+    async def get(self) -> api_pb2.TunnelDown | None:
+        while True:
+            with self._lock:
+                if self._items:
+                    return self._items.popleft()
+            self._ready.clear()  # a put from now on sets it after this (its callback runs on the loop)
+            await self._ready.wait()
+
+
 class _NodeTunnel:
-    def __init__(self, node: str) -> None:
+    def __init__(self, node: str, down: _Down) -> None:
         self.node = node
-        self.down: queue.Queue[api_pb2.TunnelDown | None] = queue.Queue()
+        self.down = down
         self.sessions: dict[int, Session] = {}
 
     def end_all(self, error: str) -> None:
@@ -74,10 +105,10 @@ class TunnelHub:
     def connected(self, node: str) -> bool:
         return node in self._tunnels
 
-    def serve(self, node: str, ups: Iterator[api_pb2.TunnelUp], active: Callable[[], bool]
-              ) -> Iterator[api_pb2.TunnelDown]:
+    async def serve(self, node: str, ups: AsyncIterator[api_pb2.TunnelUp]
+                    ) -> AsyncIterator[api_pb2.TunnelDown]:
         """Run `node`'s tunnel: route its output to sessions, yield what the server sends it."""
-        tunnel = _NodeTunnel(node)
+        tunnel = _NodeTunnel(node, _Down(asyncio.get_running_loop()))
         with self._lock:
             previous, self._tunnels[node] = self._tunnels.get(node), tunnel
             self._opened.notify_all()
@@ -85,9 +116,9 @@ class TunnelHub:
             previous.end_all(f"node {node} reconnected its tunnel")
             previous.down.put(None)
 
-        def read() -> None:
+        async def read() -> None:
             try:
-                for up in ups:
+                async for up in ups:
                     session = tunnel.sessions.get(up.session)
                     if session is not None:
                         if up.closed:
@@ -102,15 +133,12 @@ class TunnelHub:
                 tunnel.end_all(f"node {node} disconnected")
                 tunnel.down.put(None)
 
-        threading.Thread(target=read, name=f"cca-tunnel-{node}", daemon=True).start()
-        while active():
-            try:
-                message = tunnel.down.get(timeout=1.0)
-            except queue.Empty:
-                continue
-            if message is None:
-                return
-            yield message
+        reader = asyncio.create_task(read())
+        try:
+            while (message := await tunnel.down.get()) is not None:
+                yield message
+        finally:
+            reader.cancel()
 
     def open(self, node: str, kind: str, request: dict[str, Any], label: str,
              output: queue.Queue[Any] | None = None) -> Session:

@@ -1,0 +1,195 @@
+"""Idle agent streams: what N connected, idle nodes cost the API server (threads, CPU).
+
+    .venv/bin/python bench/stream_bench.py [--nodes 200 1000] [--idle 20] [--ttl 15] [--json]
+
+One server process (bench/cluster_parts.py serve: `ApiServer` + `Runner` over a SQLite file) and,
+in this process, N simulated nodes on one asyncio event loop: each with its own node certificate
+and mutual-TLS channel registers under a lease, beats it every TTL/3 (a short Heartbeat call, as
+`AgentClient` does) and holds its WatchSlice stream open. The harness is one thread and a few
+coroutines per node, so it does not compete with the server for the machine. Once every node has
+its `synced` event, the server's thread count (/proc/<pid>/status) and CPU (utime + stime) are
+read over `--idle` seconds. Measured from outside the server, so it works on any commit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+import grpc
+
+PARTS = Path(__file__).parent / "cluster_parts.py"
+
+
+def _proc(pid: int) -> tuple[int, float]:
+    """(threads, CPU seconds) of process `pid`."""
+    threads = next(int(line.split()[1]) for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+                   if line.startswith("Threads:"))
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return threads, (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def _node(listen: str, name: str, ca: bytes, key: bytes, cert: bytes, ttl: float,
+                synced: asyncio.Event, done: asyncio.Event, counts: Counter) -> None:
+    """One simulated node: register, beat every TTL/3 (registering again when its lease was lost,
+    as an agent does), hold the slice watch open; failures are counted, not raised."""
+    from ccattler.engine.api.gen.ccattler.v1 import api_pb2
+
+    channel = grpc.aio.secure_channel(listen, grpc.ssl_channel_credentials(ca, key, cert))
+    register = channel.unary_unary("/ccattler.v1.Agent/RegisterNode",
+                                   request_serializer=api_pb2.RegisterRequest.SerializeToString,
+                                   response_deserializer=api_pb2.Lease.FromString)
+    watch = channel.unary_stream("/ccattler.v1.Agent/WatchSlice",
+                                 request_serializer=api_pb2.WatchRequest.SerializeToString,
+                                 response_deserializer=api_pb2.Event.FromString)
+    beat = channel.stream_stream("/ccattler.v1.Agent/Heartbeat",
+                                 request_serializer=api_pb2.HeartbeatRequest.SerializeToString,
+                                 response_deserializer=api_pb2.HeartbeatReply.FromString)
+    document = json.dumps({"address": "192.0.2.1", "name": name})
+
+    async def lease() -> int:
+        reply = await register(api_pb2.RegisterRequest(node_json=document, ttl_seconds=ttl), timeout=60)
+        counts["registrations"] += 1
+        return reply.lease
+
+    async def follow() -> None:
+        if os.environ.get("STREAM_BENCH_NO_WATCH"):  # diagnosis: heartbeats alone
+            synced.set()
+            return
+        while not done.is_set():
+            try:
+                async for message in watch(api_pb2.WatchRequest(from_revision=0)):
+                    kinds = [e.kind for e in message.events] if message.kind == "batch" else [message.kind]
+                    if "synced" in kinds:
+                        synced.set()
+            except grpc.aio.AioRpcError as exc:
+                if done.is_set():
+                    return
+                counts[f"watch {exc.code().name}"] += 1
+                await asyncio.sleep(1)
+
+    async def beats() -> None:
+        held = None
+        while not done.is_set():
+            try:
+                held = held or await lease()
+                async for _ in beat(iter([api_pb2.HeartbeatRequest(lease=held)]), timeout=ttl / 3):
+                    counts["beats"] += 1
+            except grpc.aio.AioRpcError as exc:
+                counts[f"beat {exc.code().name}"] += 1
+                if exc.code() == grpc.StatusCode.NOT_FOUND:
+                    held = None  # the lease expired: register again
+            try:
+                await asyncio.wait_for(done.wait(), ttl / 3)
+            except TimeoutError:
+                pass
+
+    tasks = [asyncio.create_task(follow()), asyncio.create_task(beats())]
+    try:
+        await done.wait()
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await channel.close()
+
+
+async def _measure(listen: str, pid: int, nodes: list[tuple[bytes, bytes]], ca: bytes, ttl: float,
+                   idle: float, connect_timeout: float) -> dict:
+    done = asyncio.Event()
+    synced = [asyncio.Event() for _ in nodes]
+    counts: Counter = Counter()
+    threads0, _ = _proc(pid)
+    started = time.monotonic()
+    tasks = [asyncio.create_task(_node(listen, f"idle{i:04d}", ca, key, cert, ttl, s, done, counts))
+             for i, ((key, cert), s) in enumerate(zip(nodes, synced, strict=True))]
+    waiting = asyncio.gather(*(s.wait() for s in synced))
+    try:
+        await asyncio.wait_for(waiting, connect_timeout)
+    except TimeoutError:
+        pass
+    connected = time.monotonic() - started
+    in_sync = sum(s.is_set() for s in synced)
+    await asyncio.sleep(2)  # let the connection burst settle
+    before = dict(counts)
+    threads1, cpu1 = _proc(pid)
+    own1 = sum(os.times()[:2])
+    await asyncio.sleep(idle)
+    threads2, cpu2 = _proc(pid)
+    own2 = sum(os.times()[:2])
+    during = {k: v - before.get(k, 0) for k, v in counts.items() if v - before.get(k, 0)}
+    done.set()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    return {"nodes": len(nodes), "synced": in_sync, "connected_s": round(connected, 2),
+            "threads_before": threads0, "threads_idle": max(threads1, threads2),
+            "idle_cpu_pct": round(100 * (cpu2 - cpu1) / idle, 1),
+            "harness_cpu_pct": round(100 * (own2 - own1) / idle, 1), "idle_calls": during}
+
+
+def run(count: int, ttl: float, idle: float, connect_timeout: float, logs: str | None = None) -> dict:
+    from ccattler.engine.pki import NODE_LIFETIME, cert_pem, init_cluster, key_pem, new_key
+
+    root = Path(tempfile.mkdtemp(prefix="cca-streams-"))
+    server = None
+    try:
+        files = init_cluster(root / "pki", "127.0.0.1:7443")
+        server = subprocess.Popen(
+            [sys.executable, str(PARTS), "serve", "--store", f"sqlite://{root}/state.db", "--pki",
+             str(files.root), "--nodes", str(count)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            text=True, stderr=(root / "server.log").open("w"))
+        hello = json.loads(server.stdout.readline())
+        ca = files.load_ca()
+        nodes = []
+        for i in range(count):
+            key = new_key()
+            cert = ca.issue(key.public_key(), name=f"idle{i:04d}", kind="node", lifetime=NODE_LIFETIME)
+            nodes.append((key_pem(key), cert_pem(cert)))
+        return asyncio.run(_measure(hello["listen"], hello["pid"], nodes, files.ca_cert.read_bytes(), ttl,
+                                    idle, connect_timeout))
+    finally:
+        if server is not None:
+            try:
+                server.stdin.write('{"op": "quit"}\n')
+                server.stdin.flush()
+                server.wait(10)
+            except (OSError, subprocess.TimeoutExpired):
+                server.kill()
+                server.wait()
+        if logs:
+            Path(logs).mkdir(parents=True, exist_ok=True)
+            shutil.copy(root / "server.log", Path(logs) / f"server-{count}.log")
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--nodes", type=int, nargs="+", default=[200, 1000])
+    p.add_argument("--idle", type=float, default=20.0, help="seconds of idle measurement")
+    p.add_argument("--ttl", type=float, default=15.0, help="node lease TTL (seconds)")
+    p.add_argument("--connect-timeout", type=float, default=120.0,
+                   help="seconds to wait for every node's slice to sync before measuring anyway")
+    p.add_argument("--logs", metavar="DIR", help="keep the server's log here")
+    p.add_argument("--json", action="store_true")
+    args = p.parse_args()
+    for count in args.nodes:
+        figures = run(count, args.ttl, args.idle, args.connect_timeout, args.logs)
+        if args.json:
+            print(json.dumps(figures), flush=True)
+            continue
+        calls = ", ".join(f"{n} {k}" for k, n in sorted(figures["idle_calls"].items()))
+        print(f"{count} idle nodes: {figures['synced']} synced in {figures['connected_s']} s; server "
+              f"threads {figures['threads_before']} → {figures['threads_idle']}; idle server CPU "
+              f"{figures['idle_cpu_pct']} % of a core over {args.idle:g} s (harness "
+              f"{figures['harness_cpu_pct']} %; {calls})", flush=True)
+
+if __name__ == "__main__":
+    main()
