@@ -22,6 +22,18 @@ from ccattler.agent.init_steps import InitStep, init_steps
 from ccattler.agent.probes import Probe, probes_of
 from ccattler.agent.runtime.base import ConfigFile, ContainerSpec, IdentityFiles, SecretFile, VolumeMount
 from ccattler.engine.facts import parse_service
+from ccattler.engine.facts.keys import (
+    ADDRESSES,
+    DESIRED_GROUPS,
+    DESIRED_SERVICES,
+    DESIRED_VOLUMES,
+    ENDPOINTS,
+    INSTANCES,
+    OBSERVED_INSTANCES,
+    PLACEMENTS,
+    ROLLOUTS,
+    SUBNETS,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,7 +84,7 @@ class InstanceSpec:
 
     @property
     def observed_key(self) -> str:
-        return f"observed/instance/{self.tenant}/{self.name}"
+        return f"{OBSERVED_INSTANCES}{self.tenant}/{self.name}"
 
     def container(self, netns: str | None = None, secrets: tuple[SecretFile, ...] = (),
                   identity: IdentityFiles | None = None) -> ContainerSpec:
@@ -98,9 +110,9 @@ def service_groups(facts: Mapping[str, Any]) -> dict[str, str]:
     another file than its services still counts; the service document's `group` is the fallback)."""
     groups = {}
     for key, doc in facts.items():
-        if key.startswith("desired/group/") and isinstance(doc, dict) and doc.get("type") == "service":
+        if key.startswith(DESIRED_GROUPS) and isinstance(doc, dict) and doc.get("type") == "service":
             for service in doc.get("services") or []:
-                groups[str(service)] = key.removeprefix("desired/group/")
+                groups[str(service)] = key.removeprefix(DESIRED_GROUPS)
     return groups
 
 
@@ -113,11 +125,11 @@ def _volumes(facts: Mapping[str, Any], service: Mapping[str, Any], instance: str
     in every member, stateful or not: at the member's own path when it declares the volume, else at
     `/shared/<name>`."""
     own = f"/{instance}" if service.get("stateful") else ""
-    group = facts.get(f"desired/group/{group_key}") if group_key else None
+    group = facts.get(f"{DESIRED_GROUPS}{group_key}") if group_key else None
     shared = [str(v) for v in group.get("share_volumes") or []] if isinstance(group, dict) else []
 
     def size_of(name: str) -> int | None:
-        declared = facts.get(f"desired/volume/{name}")
+        declared = facts.get(f"{DESIRED_VOLUMES}{name}")
         size = declared.get("size") if isinstance(declared, dict) else None
         return int(size) if size else None
 
@@ -134,8 +146,8 @@ def _volumes(facts: Mapping[str, Any], service: Mapping[str, Any], instance: str
 
 def declared_volumes(facts: Mapping[str, Any]) -> dict[str, Any]:
     """`tenant/volume` → its `desired/volume` document, for every volume the slice declares."""
-    return {key.removeprefix("desired/volume/"): doc for key, doc in facts.items()
-            if key.startswith("desired/volume/")}
+    return {key.removeprefix(DESIRED_VOLUMES): doc for key, doc in facts.items()
+            if key.startswith(DESIRED_VOLUMES)}
 
 
 def _predecessor_not_ready(facts: Mapping[str, Any], service: Any, svc: Mapping[str, Any],
@@ -147,7 +159,7 @@ def _predecessor_not_ready(facts: Mapping[str, Any], service: Any, svc: Mapping[
         return None
     ordinal = int(suffix)
     previous = f"{service.name}-{ordinal - 1}"
-    endpoints = facts.get(f"derived/endpoint/{service.tenant}/{service.name}") or {}
+    endpoints = facts.get(f"{ENDPOINTS}{service.tenant}/{service.name}") or {}
     ready = {e.get("instance") for e in endpoints.get("endpoints") or []}
     return None if previous in ready else previous
 
@@ -164,7 +176,7 @@ def built_from(svc: Mapping[str, Any], derived: Mapping[str, Any], rollout: Any)
 
 def node_subnet(facts: Mapping[str, Any], node: str) -> str | None:
     """The node's subnet from `derived/network/subnet/<node>`, or None when not allocated yet."""
-    doc = facts.get(f"derived/network/subnet/{node}")
+    doc = facts.get(f"{SUBNETS}{node}")
     return doc.get("subnet") if isinstance(doc, dict) else None
 
 
@@ -176,23 +188,23 @@ def desired_instances(facts: Mapping[str, Any], node: str) -> dict[str, Instance
     wanted: dict[str, InstanceSpec] = {}
     groups: dict[str, str] | None = None  # read once, only when a placement is here
     for key, placement in facts.items():
-        if not key.startswith("derived/placement/") or not isinstance(placement, dict):
+        if not key.startswith(PLACEMENTS) or not isinstance(placement, dict):
             continue
         if placement.get("node") != node:
             continue
         tenant = key.split("/")[2]
         instance = placement["instance"]
         service = parse_service(placement["service"], tenant)
-        svc = facts.get(f"desired/service/{service.tenant}/{service.name}")
+        svc = facts.get(f"{DESIRED_SERVICES}{service.tenant}/{service.name}")
         if not isinstance(svc, dict):
             continue
-        derived = facts.get(f"derived/instance/{service.tenant}/{service.name}/{instance}") or {}
-        svc = built_from(svc, derived, facts.get(f"derived/rollout/{service.tenant}/{service.name}"))
+        derived = facts.get(f"{INSTANCES}{service.tenant}/{service.name}/{instance}") or {}
+        svc = built_from(svc, derived, facts.get(f"{ROLLOUTS}{service.tenant}/{service.name}"))
         resources = derived.get("resources") or svc.get("resources") or {}
         config = svc.get("config") or {}
         env = {**(svc.get("env") or {}), **(config.get("env") or {})}
         files = tuple(ConfigFile(f["path"], f.get("content") or "") for f in config.get("files") or [])
-        ip_doc = facts.get(f"derived/network/ip/{tenant}/{instance}")
+        ip_doc = facts.get(f"{ADDRESSES}{tenant}/{instance}")
         if groups is None:
             groups = service_groups(facts)
         group = groups.get(service.full) or svc.get("group")

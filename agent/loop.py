@@ -22,6 +22,7 @@ from ccattler.agent.slice_state import Reporter, SliceState
 from ccattler.agent.tunnel import AgentTunnel
 from ccattler.engine.api.agent_client import LAZY_PREFIXES
 from ccattler.engine.facts import CcaError
+from ccattler.engine.facts.keys import ENDPOINTS, VIPS
 
 log = logging.getLogger(__name__)
 
@@ -31,7 +32,7 @@ TUNNEL_LINGER = 60.0
 #: VIP and endpoint documents: their changes reach the data plane (and gates) at once, without a
 #: whole reconcile — waiting for the tick made watch-to-kernel about one tick (p50 1.03 s at
 #: tick 1 s, docs/benchmarks.md, "Watch-to-kernel").
-SERVICE_PREFIXES = ("derived/endpoint/", "derived/vip/")
+SERVICE_PREFIXES = (ENDPOINTS, VIPS)
 #: The least time between two such data-plane syncs: a burst of endpoint changes is one apply
 #: (each rebuilds the node's whole service state: ~40 ms at 30,000 services).
 SERVICE_SYNC_GAP = 0.05

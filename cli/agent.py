@@ -17,6 +17,7 @@ import typer
 
 from ccattler.cli._common import reports_errors
 from ccattler.engine.facts import CcaError
+from ccattler.engine.facts.keys import DESIRED_NODES
 
 #: A simulated node without a `capacity` block, and the nodes of `--sim-nodes N`.
 SIM_CAPACITY = {"cpu": 4000, "memory": 8 << 30}
@@ -42,7 +43,7 @@ def simulated_nodes(file: Path | None, count: int | None) -> dict[str, dict[str,
     from ccattler.dsl import compile_sources, load_sources
 
     facts = compile_sources(load_sources([file]))
-    nodes = {key.split("/")[2]: doc for key, doc in facts.items() if key.startswith("desired/node/")}
+    nodes = {key.split("/")[2]: doc for key, doc in facts.items() if key.startswith(DESIRED_NODES)}
     if not nodes:
         raise CcaError(f"{file}: no `node` blocks to simulate")
     return {name: node_document(capacity=doc.get("capacity") or SIM_CAPACITY, labels=doc.get("labels"),

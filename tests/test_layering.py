@@ -72,3 +72,27 @@ def test_controllers_open_no_files_or_sockets():
              for n in ast.walk(ast.parse(p.read_text()))
              if isinstance(n, ast.Call) and _called(n.func) in IO_CALLS]
     assert calls == []
+
+
+#: Key prefixes are named once, in engine/facts/keys.py; the modules allowed a literal one, and why.
+PREFIX_LITERAL_ALLOWED = {
+    "engine/admission/probe.py": "sample documents the policy probe grounds a policy against",
+}
+_PREFIX_ROOTS = ("desired/", "derived/", "observed/", "intent/", "leader/", "audit/", "secret/", "auth/")
+
+
+def test_key_prefixes_are_named_once():
+    found = []
+    for path in modules("engine", "agent", "cli", "dsl"):
+        rel = str(path.relative_to(ROOT))
+        if rel == "engine/facts/keys.py" or rel in PREFIX_LITERAL_ALLOWED or "/gen/" in rel:
+            continue
+        tree = ast.parse(path.read_text())
+        docstrings = {id(n.body[0].value) for n in ast.walk(tree)
+                      if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+                      and n.body and isinstance(n.body[0], ast.Expr)}
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings
+                    and node.value.startswith(_PREFIX_ROOTS) and " " not in node.value):
+                found.append(f"{rel}:{node.lineno}: {node.value!r}")
+    assert not found, "name these prefixes in engine/facts/keys.py:\n" + "\n".join(found)

@@ -21,10 +21,7 @@ from typing import Any
 
 from ccattler.agent.dataplane.base import Backend, DataPlaneState, Frontend
 from ccattler.agent.dataplane.policy_state import policy_state
-
-VIPS = "derived/vip/"
-ENDPOINTS = "derived/endpoint/"
-FIREWALL = "derived/firewall/"
+from ccattler.engine.facts.keys import ENDPOINTS, FIREWALL, VIPS
 
 
 def _protocol(raw: Any) -> str:

@@ -16,7 +16,7 @@ from ccattler.engine.admission.model import ApplyResult, Principal
 from ccattler.engine.admission.operations import NotFound, run_plan
 from ccattler.engine.admission.plan import Plan, State, plan_changes
 from ccattler.engine.facts import DEFAULT_TENANT, CcaError
-from ccattler.engine.facts.keys import ROLLOUTS
+from ccattler.engine.facts.keys import DESIRED_SERVICES, ROLLOUTS
 from ccattler.engine.store import Store
 
 
@@ -28,7 +28,7 @@ def undo_rollout(store: Store, principal: Principal, name: str, *, tenant: str =
                  dry_run: bool = False) -> ApplyResult:
     ref = ref_for("service", name, tenant)
     summary = f"rollout undo {ref}"
-    fact = store.get(ROLLOUTS + ref.key.removeprefix("desired/service/"))
+    fact = store.get(ROLLOUTS + ref.key.removeprefix(DESIRED_SERVICES))
     rollout = fact.value if fact is not None and isinstance(fact.value, Mapping) else None
     previous = rollout.get("previous") if rollout else None
     fields = ((rollout or {}).get("fields") or {}).get(previous) if previous else None

@@ -25,6 +25,7 @@ from ccattler.engine.api.slice import SliceHub, batch_message
 from ccattler.engine.api.tunnel import TunnelHub
 from ccattler.engine.auth import redeem_join_token
 from ccattler.engine.facts import CcaError, check_value, parse_service
+from ccattler.engine.facts.keys import DESIRED_SERVICES, OBSERVED_NODES, PLACEMENTS
 from ccattler.engine.pki import NODE_LIFETIME, CertificateAuthority, PkiError, cert_pem
 from ccattler.engine.pki.ca import csr_key
 from ccattler.engine.secrets import KeyProvider, reveal_secret
@@ -99,7 +100,7 @@ class AgentService(IdentityCalls):
             csr_key(request.csr)  # check all the CA checks before spending the single-use token
         except PkiError as exc:
             raise BadRequest(str(exc)) from None
-        if self.store.get(f"observed/node/{node}") is not None:  # no taking over a live node's name
+        if self.store.get(f"{OBSERVED_NODES}{node}") is not None:  # no taking over a live node's name
             raise Conflict(f"node {node} is registered and alive; choose another name, or wait for its "
                            "lease to expire")
         redeem_join_token(self.store, request.token)
@@ -110,13 +111,13 @@ class AgentService(IdentityCalls):
 
     def _own_instance(self, node: str, ref: str) -> tuple[str, str]:
         parsed = parse_service(ref)
-        placement = self.store.get(f"derived/placement/{parsed.tenant}/{parsed.name}")
+        placement = self.store.get(f"{PLACEMENTS}{parsed.tenant}/{parsed.name}")
         if placement is None or placement.value.get("node") != node:
             raise Forbidden(f"instance {parsed.full} is not placed on node {node}")
         return parsed.tenant, parsed.name
 
     def _service_of(self, tenant: str, instance: str) -> str:
-        placement = self.store.get(f"derived/placement/{tenant}/{instance}")
+        placement = self.store.get(f"{PLACEMENTS}{tenant}/{instance}")
         service = (placement.value.get("service") or "") if placement else ""
         if not service.startswith(f"{tenant}/"):
             raise NotFound(f"instance {tenant}/{instance} has no service")
@@ -128,9 +129,9 @@ class AgentService(IdentityCalls):
         ttl = request.ttl_seconds or NODE_TTL
         if not _TTL_RANGE[0] <= ttl <= _TTL_RANGE[1]:
             raise BadRequest(f"ttl_seconds must be between {_TTL_RANGE[0]:g} and {_TTL_RANGE[1]:g}")
-        previous = self.store.get(f"observed/node/{node}")
+        previous = self.store.get(f"{OBSERVED_NODES}{node}")
         lease = self.store.lease_grant(ttl)
-        self.store.put(f"observed/node/{node}", document, lease=lease)
+        self.store.put(f"{OBSERVED_NODES}{node}", document, lease=lease)
         if previous is not None and previous.lease and previous.lease != lease:
             try:  # a re-registering agent: its old lease holds nothing now
                 self.store.lease_revoke(previous.lease)
@@ -147,7 +148,7 @@ class AgentService(IdentityCalls):
         # The stream ended: keep nothing alive; the lease runs out and the node's facts vanish.
 
     def _beat(self, node: str, lease: int) -> api_pb2.HeartbeatReply:
-        fact = self.store.get(f"observed/node/{node}")
+        fact = self.store.get(f"{OBSERVED_NODES}{node}")
         if fact is None or fact.lease != lease:
             raise NotFound(f"lease {lease} does not hold node {node}; register again")
         try:
@@ -201,7 +202,7 @@ class AgentService(IdentityCalls):
         """The instance's secrets and connections, if it is placed on `node`."""
         tenant, instance = self._own_instance(node, instance_ref)
         service = self._service_of(tenant, instance)
-        spec = self.store.get(f"desired/service/{tenant}/{service}")
+        spec = self.store.get(f"{DESIRED_SERVICES}{tenant}/{service}")
         if spec is None:
             raise NotFound(f"service {tenant}/{service} is not declared")
         values = []

@@ -18,7 +18,7 @@ import grpc
 from ccattler.engine.api.client import ApiError, Client
 from ccattler.engine.api.gen.ccattler.v1 import api_pb2
 from ccattler.engine.facts import CcaError
-from ccattler.engine.facts.keys import DNS
+from ccattler.engine.facts.keys import DNS, ENDPOINTS, VIPS
 
 #: (name, plaintext, mount path) of each secret and connection an instance is granted.
 SecretValues = list[tuple[str, bytes, str]]
@@ -26,7 +26,7 @@ SecretValues = list[tuple[str, bytes, str]]
 MAX_SECRET_BATCH = 1000
 
 #: Slice documents handed on as JSON text, decoded when read (the cluster-wide routing data).
-LAZY_PREFIXES = ("derived/endpoint/", "derived/vip/", DNS)
+LAZY_PREFIXES = (ENDPOINTS, VIPS, DNS)
 #: Seconds between heartbeat attempts while the API server is unreachable (failing over).
 RETRY_PAUSE = 0.2
 

@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from ccattler.engine.api.audit_file import AuditFile
+from ccattler.engine.facts.keys import AUDIT
 from ccattler.engine.store import Store
 
 log = logging.getLogger("ccattler.api.audit")
@@ -54,7 +55,7 @@ class AuditRecord:
 
     @property
     def key(self) -> str:
-        return f"audit/{_key_time(self.time)}-{self.request_id}"
+        return f"{AUDIT}{_key_time(self.time)}-{self.request_id}"
 
 
 class AuditLog:
@@ -104,11 +105,11 @@ class AuditLog:
 
     def prune(self) -> int:
         """Delete all but the newest `keep` records, and those older than `max_age`; how many went."""
-        facts, _ = self.store.range("audit/")
+        facts, _ = self.store.range(AUDIT)
         cut = max(0, len(facts) - self.keep)
         if self.max_age > 0:
             oldest = _key_time(self.clock() - self.max_age)
-            while cut < len(facts) and facts[cut].key[len("audit/"):][:20] < oldest:
+            while cut < len(facts) and facts[cut].key[len(AUDIT):][:20] < oldest:
                 cut += 1
         old = [f.key for f in facts[:cut]]
         for start in range(0, len(old), _PRUNE_BATCH):
@@ -171,5 +172,5 @@ def bounded(text: str, limit: int) -> str:
 
 def recent(store: Store, limit: int) -> list[dict[str, Any]]:
     """The newest `limit` records, oldest first."""
-    facts, _ = store.range("audit/")
+    facts, _ = store.range(AUDIT)
     return [f.value for f in facts[-limit:]] if limit > 0 else [f.value for f in facts]

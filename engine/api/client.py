@@ -24,6 +24,7 @@ from ccattler.engine.api.gen.ccattler.v1 import api_pb2, api_pb2_grpc
 from ccattler.engine.api.sources import to_wire
 from ccattler.engine.clientconfig import Context, server_list, token_address
 from ccattler.engine.facts import CcaError
+from ccattler.engine.facts.keys import DERIVED, DESIRED, OBSERVED
 from ccattler.engine.pki import PkiError, load_cert
 
 if TYPE_CHECKING:
@@ -196,7 +197,7 @@ class Client(ClusterCalls):
 
         events: queue.Queue[Any] = queue.Queue(maxsize=10_000)
         streams = [self.cluster.Watch(api_pb2.WatchRequest(prefix=root, from_revision=from_revision))
-                   for root in ("desired/", "derived/", "observed/")]
+                   for root in (DESIRED, DERIVED, OBSERVED)]
 
         def pump(stream: Any) -> None:
             try:

@@ -35,15 +35,16 @@ from ccattler.engine.auth import (
     revoke_token,
 )
 from ccattler.engine.facts import DEFAULT_TENANT, NAMESPACED_KINDS, parse_service
+from ccattler.engine.facts.keys import AUDIT, AUTH, DERIVED, DESIRED, INTENT, LEADER, OBSERVED, SECRETS
 from ccattler.engine.facts.read_guards import ReadGuard, prefix_guard
 from ccattler.engine.secrets import KeyProvider, delete_secret, list_secrets, rotate_secret, set_secret
 from ccattler.engine.store import Store
 from ccattler.engine.store.queue_watch import behind
 
 #: Roots a watch prefix may start with (what each key needs: engine/facts/keys.py READ_GUARDS).
-_WATCH_ROOTS = ("desired/", "derived/", "observed/", "audit/", "leader/", "intent/", "secret/", "auth/")
+_WATCH_ROOTS = (DESIRED, DERIVED, OBSERVED, AUDIT, LEADER, INTENT, SECRETS, AUTH)
 _ADMIN = ReadGuard("cluster", None)
-_STATE_ROOTS = ("desired/", "derived/", "observed/")
+_STATE_ROOTS = (DESIRED, DERIVED, OBSERVED)
 _AUDITED = {"Apply", "Delete", "PolicyApply", "PolicyDelete", "SecretSet", "SecretDelete", "SecretRotate",
             "TokenCreate", "TokenRevoke", "UserCreate", "UserDelete", "UserToken"}
 
@@ -303,7 +304,7 @@ class ClusterService(WorkloadCalls, NodeCalls, RolloutCalls):
 
     def SecretSet(self, request: api_pb2.SecretRequest, call: Call) -> api_pb2.Json:
         ref = self._secret_ref(request)
-        verb = "update" if self.store.get(f"secret/{ref.full_name}") else "create"
+        verb = "update" if self.store.get(f"{SECRETS}{ref.full_name}") else "create"
         self._allow(call, f"secret.{verb}", ref.full_name)
         info = set_secret(self.store, self.keys, ref.full_name, ref.tenant or "", request.value)
         return _json(info.to_json())
@@ -399,7 +400,7 @@ def _scope(tenant: str | None) -> str | None:
 
 def _guarded_key(key: str) -> str:
     """The key a row's visibility follows: a secret's row (metadata) follows its declaration."""
-    return "desired/" + key if key.startswith("secret/") else key
+    return DESIRED + key if key.startswith(SECRETS) else key
 
 
 def _named(rows: list[dict[str, Any]], name: str) -> list[dict[str, Any]]:

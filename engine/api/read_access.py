@@ -12,12 +12,20 @@ import time
 
 from ccattler.engine import admission
 from ccattler.engine.admission.model import Denied, Principal
+from ccattler.engine.facts.keys import (
+    AUTH,
+    DESIRED_GRANTS,
+    DESIRED_GROUPS,
+    DESIRED_LP,
+    DESIRED_POLICIES,
+    DESIRED_ROLES,
+)
 from ccattler.engine.facts.read_guards import ReadGuard, read_guard
 from ccattler.engine.store import Store
 
 TTL = 10.0
 #: Keys whose change may change what a caller may read.
-_AUTH_KEYS = ("desired/role/", "desired/grant/", "desired/policy/", "desired/lp/", "desired/group/", "auth/")
+_AUTH_KEYS = (DESIRED_ROLES, DESIRED_GRANTS, DESIRED_POLICIES, DESIRED_LP, DESIRED_GROUPS, AUTH)
 
 
 def capability_of(guard: ReadGuard) -> tuple[str, str | None]:

@@ -15,12 +15,14 @@ from typing import Any
 
 from ccattler.engine.api.errors import BadRequest, Forbidden
 from ccattler.engine.facts import CcaError, parse_service
+from ccattler.engine.facts.keys import (
+    DESIRED_SERVICES,
+    METRICS,
+    OBSERVED_INSTANCES,
+    OBSERVED_NODES,
+    PLACEMENTS,
+)
 from ccattler.engine.store import Store
-
-_INSTANCE = "observed/instance/"
-_METRIC = "observed/metric/"
-_PLACEMENT = "derived/placement/"
-_SERVICE = "desired/service/"
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,12 +39,12 @@ class ReportView:
 
 def _instance_ref(key: str) -> str | None:
     parts = key.split("/")
-    return f"{parts[2]}/{parts[3]}" if key.startswith(_INSTANCE) and len(parts) == 4 else None
+    return f"{parts[2]}/{parts[3]}" if key.startswith(OBSERVED_INSTANCES) and len(parts) == 4 else None
 
 
 def _metric_service(key: str) -> str | None:
     parts = key.split("/")  # observed/metric/<tenant>/<service>/<name>/<node>
-    return f"{parts[2]}/{parts[3]}" if key.startswith(_METRIC) and len(parts) == 6 else None
+    return f"{parts[2]}/{parts[3]}" if key.startswith(METRICS) and len(parts) == 6 else None
 
 
 def report_view(store: Store, keys: Iterable[str], current: Mapping[str, Any]) -> ReportView:
@@ -51,9 +53,10 @@ def report_view(store: Store, keys: Iterable[str], current: Mapping[str, Any]) -
     keys = list(keys)
     instances = {ref for ref in map(_instance_ref, keys) if ref}
     services = {ref for ref in map(_metric_service, keys) if ref}
-    facts = store.get_many([_PLACEMENT + ref for ref in instances] + [_SERVICE + ref for ref in services])
-    placed = {ref: _node_of(facts.get(_PLACEMENT + ref)) for ref in instances}
-    declared = frozenset(ref for ref in services if _SERVICE + ref in facts)
+    facts = store.get_many([PLACEMENTS + ref for ref in instances]
+                           + [DESIRED_SERVICES + ref for ref in services])
+    placed = {ref: _node_of(facts.get(PLACEMENTS + ref)) for ref in instances}
+    declared = frozenset(ref for ref in services if DESIRED_SERVICES + ref in facts)
     return ReportView({k: getattr(f, "value", f) for k, f in current.items() if f is not None},
                       placed, declared)
 
@@ -97,6 +100,6 @@ def check_report(node: str, key: str, value: Mapping[str, Any] | None, view: Rep
         if value is None or service in view.declared:
             return
         raise Forbidden(f"node {node} may not report {key}: service {service} is not declared")
-    if key == f"observed/node/{node}":
+    if key == f"{OBSERVED_NODES}{node}":
         raise BadRequest("report the node document with RegisterNode (it carries the node's lease)")
     raise Forbidden(f"node {node} may not write {key!r}: only its own observed/ keys")

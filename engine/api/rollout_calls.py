@@ -14,7 +14,7 @@ from ccattler.engine.api.calls import Call
 from ccattler.engine.api.errors import BadRequest, NotFound
 from ccattler.engine.api.gen.ccattler.v1 import api_pb2
 from ccattler.engine.facts import DEFAULT_TENANT, CcaError, parse_service
-from ccattler.engine.facts.keys import ROLLOUTS
+from ccattler.engine.facts.keys import DESIRED_SERVICES, ROLLOUTS
 from ccattler.engine.store import Store
 
 ACTIONS = ("status", "history", "undo")
@@ -63,7 +63,7 @@ class RolloutCalls:
         self._allow(call, "service.read", ref.full)
         fact = self.store.get(ROLLOUTS + ref.full)
         if fact is None or not isinstance(fact.value, Mapping):
-            if self.store.get(f"desired/service/{ref.full}") is None:
+            if self.store.get(f"{DESIRED_SERVICES}{ref.full}") is None:
                 raise NotFound(f"service {ref.display} not found")
             raise NotFound(f"service {ref.display} has no rollout yet (the rollout controller has not "
                            "seen it: is the server's runner running?)")

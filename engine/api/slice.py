@@ -30,29 +30,43 @@ from typing import Any
 
 from ccattler.engine.api.errors import FellBehind
 from ccattler.engine.api.gen.ccattler.v1 import api_pb2
-from ccattler.engine.facts.keys import DNS
+from ccattler.engine.facts.keys import (
+    ADDRESSES,
+    DESIRED_GATES,
+    DESIRED_GROUPS,
+    DESIRED_NODES,
+    DESIRED_SERVICES,
+    DESIRED_VOLUMES,
+    DNS,
+    ENDPOINTS,
+    FIREWALL,
+    INSTANCES,
+    NODE_CONDITIONS,
+    OBSERVED_NODES,
+    PLACEMENTS,
+    ROLLOUTS,
+    SUBNETS,
+    VIPS,
+)
 from ccattler.engine.store import Store
 
 log = logging.getLogger(__name__)
 
 #: Prefixes every node sees whole (cluster-wide routing data).
 #: Every node's subnet is shared too: the overlay routes to each peer's subnet (agent/net/overlay.py).
-_SUBNETS = "derived/network/subnet/"
 #: Nodes' observed documents, shared as `{"address": …}` only (the overlay's peer underlay address):
 #: never their usage or labels, and no event on a heartbeat that leaves the address unchanged.
-_NODE_ADDRESSES = "observed/node/"
 #: Gates too: every node's proxy serves every gate (agent/gates/).
 #: Service groups too: a node pairs `share network` members into seats and mounts shared volumes.
 #: Names too: every node's resolver answers every service's name (agent/dns/).
-_SHARED = ("derived/endpoint/", "derived/vip/", DNS, "desired/volume/", "desired/gate/",
-           "desired/group/", _SUBNETS, _NODE_ADDRESSES)
-_PLACEMENTS, _ADDRESSES = "derived/placement/", "derived/network/ip/"
-_INSTANCES, _SERVICES = "derived/instance/", "desired/service/"
+_SHARED = (ENDPOINTS, VIPS, DNS, DESIRED_VOLUMES, DESIRED_GATES,
+           DESIRED_GROUPS, SUBNETS, OBSERVED_NODES)
+_PLACEMENTS, _ADDRESSES = PLACEMENTS, ADDRESSES
+_INSTANCES, _SERVICES = INSTANCES, DESIRED_SERVICES
 #: Per service, routed like the service document: to the nodes its instances are placed on.
-_ROLLOUTS = "derived/rollout/"
-_PER_SERVICE = (_SERVICES, _ROLLOUTS)
-_OWN = ("derived/firewall/", "derived/node/", "desired/node/")
-_ROUTED = (_PLACEMENTS, _ADDRESSES, _INSTANCES, _SERVICES, _ROLLOUTS, *_SHARED, *_OWN)
+_PER_SERVICE = (_SERVICES, ROLLOUTS)
+_OWN = (FIREWALL, NODE_CONDITIONS, DESIRED_NODES)
+_ROUTED = (_PLACEMENTS, _ADDRESSES, _INSTANCES, _SERVICES, ROLLOUTS, *_SHARED, *_OWN)
 MAX_PENDING = 100_000
 MAX_BYTES = 8 * 1024 * 1024
 #: What an event costs besides its key and document (its objects, its wire form).
@@ -436,7 +450,7 @@ class SliceHub:
 
     def _route(self, key: str, value: Any) -> list[tuple[str | None, str, str, Any]]:
         """Record one change; the (node, kind, key, value) events it makes (node None: every node)."""
-        if key.startswith(_NODE_ADDRESSES):
+        if key.startswith(OBSERVED_NODES):
             address = value.get("address") if isinstance(value, dict) else None
             value = {"address": address} if isinstance(address, str) and address else None
             if self._docs.get(key) == value:
@@ -462,7 +476,7 @@ class SliceHub:
             node = self._node_of.get(instance)
             return [(node, kind, key, value)] if node else []
         if key.startswith(_PER_SERVICE):
-            service = key[len(_SERVICES if key.startswith(_SERVICES) else _ROLLOUTS):]
+            service = key[len(_SERVICES if key.startswith(_SERVICES) else ROLLOUTS):]
             return [(node, kind, key, value) for node, n in self._service_nodes.get(service, {}).items() if n]
         if key.startswith(_SHARED):
             return [(None, kind, key, value)]  # every node: `_dispatch` fans it out once

@@ -12,7 +12,31 @@ from ccattler.engine.admission.vocabulary import committed_instances, effective_
 from ccattler.engine.api.errors import BadRequest
 from ccattler.engine.autoscale.effective import effective_service
 from ccattler.engine.facts import DEFAULT_TENANT, NAMESPACED_KINDS, CcaError
-from ccattler.engine.facts.keys import DNS, ROLLOUTS
+from ccattler.engine.facts.keys import (
+    DERIVED,
+    DESIRED,
+    DESIRED_LP,
+    DESIRED_NODES,
+    DESIRED_POLICIES,
+    DESIRED_SECRETS,
+    DESIRED_SERVICES,
+    DESIRED_TENANTS,
+    DNS,
+    DRAINS,
+    ENDPOINTS,
+    INSTANCES,
+    LEADER_RUNNER,
+    NODE_CONDITIONS,
+    NODE_INTENT,
+    OBSERVED,
+    OBSERVED_INSTANCES,
+    OBSERVED_NODES,
+    PLACEMENTS,
+    ROLLOUTS,
+    SCALE,
+    SECRETS,
+    VIPS,
+)
 from ccattler.engine.store import Store
 
 #: Kinds with a joined view; every other kind word lists its desired/ documents.
@@ -57,10 +81,10 @@ def _row(key: str, value: Any, **extra: Any) -> dict[str, Any]:
 
 
 def services(store: Store, tenant: str | None, tags: Mapping[str, str]) -> list[dict[str, Any]]:
-    facts, revision = store.range(_tenant_prefix("desired/service/", tenant))
-    instances, _ = store.range(_tenant_prefix("derived/instance/", tenant), revision)
-    observed, _ = store.range(_tenant_prefix("observed/instance/", tenant), revision)
-    running = {f.key.removeprefix("observed/instance/"): f.value for f in observed}
+    facts, revision = store.range(_tenant_prefix(DESIRED_SERVICES, tenant))
+    instances, _ = store.range(_tenant_prefix(INSTANCES, tenant), revision)
+    observed, _ = store.range(_tenant_prefix(OBSERVED_INSTANCES, tenant), revision)
+    running = {f.key.removeprefix(OBSERVED_INSTANCES): f.value for f in observed}
     scheduled: dict[str, int] = {}
     ready: dict[str, int] = {}
     for fact in instances:
@@ -68,12 +92,12 @@ def services(store: Store, tenant: str | None, tags: Mapping[str, str]) -> list[
         scheduled[service] = scheduled.get(service, 0) + 1
         if (running.get(f"{parts[2]}/{parts[4]}") or {}).get("ready"):
             ready[service] = ready.get(service, 0) + 1
-    scales = {f.key.removeprefix("derived/scale/"): f.value
-              for f in store.range(_tenant_prefix("derived/scale/", tenant), revision)[0]}
-    vips = {f.key.removeprefix("derived/vip/"): f.value
-            for f in store.range(_tenant_prefix("derived/vip/", tenant), revision)[0]}
-    endpoints = {f.key.removeprefix("derived/endpoint/"): f.value
-                 for f in store.range(_tenant_prefix("derived/endpoint/", tenant), revision)[0]}
+    scales = {f.key.removeprefix(SCALE): f.value
+              for f in store.range(_tenant_prefix(SCALE, tenant), revision)[0]}
+    vips = {f.key.removeprefix(VIPS): f.value
+            for f in store.range(_tenant_prefix(VIPS, tenant), revision)[0]}
+    endpoints = {f.key.removeprefix(ENDPOINTS): f.value
+                 for f in store.range(_tenant_prefix(ENDPOINTS, tenant), revision)[0]}
     names = {f.key.removeprefix(DNS): f.value
              for f in store.range(_tenant_prefix(DNS, tenant), revision)[0]}
     rollouts = {f.key.removeprefix(ROLLOUTS): f.value
@@ -82,7 +106,7 @@ def services(store: Store, tenant: str | None, tags: Mapping[str, str]) -> list[
     for fact in facts:
         if not _tags_match(fact.value, tags):
             continue
-        full = fact.key.removeprefix("desired/service/")
+        full = fact.key.removeprefix(DESIRED_SERVICES)
         effective = effective_service(fact.value, scales.get(full))  # what the instance controller builds
         rows.append(_row(fact.key, fact.value, created_revision=fact.create_revision,
                          modified=fact.mod_revision, desired=effective.get("instances"),
@@ -106,11 +130,11 @@ def _rollout(service: Any, doc: Any) -> dict[str, Any] | None:
 
 
 def instances(store: Store, tenant: str | None) -> list[dict[str, Any]]:
-    facts, revision = store.range(_tenant_prefix("derived/instance/", tenant))
-    placements = {f.key.removeprefix("derived/placement/"): f.value
-                  for f in store.range(_tenant_prefix("derived/placement/", tenant), revision)[0]}
-    observed = {f.key.removeprefix("observed/instance/"): f.value
-                for f in store.range(_tenant_prefix("observed/instance/", tenant), revision)[0]}
+    facts, revision = store.range(_tenant_prefix(INSTANCES, tenant))
+    placements = {f.key.removeprefix(PLACEMENTS): f.value
+                  for f in store.range(_tenant_prefix(PLACEMENTS, tenant), revision)[0]}
+    observed = {f.key.removeprefix(OBSERVED_INSTANCES): f.value
+                for f in store.range(_tenant_prefix(OBSERVED_INSTANCES, tenant), revision)[0]}
     rows = []
     for fact in facts:
         t, inst = fact.key.split("/")[2], fact.key.split("/")[4]
@@ -129,13 +153,13 @@ def instances(store: Store, tenant: str | None) -> list[dict[str, Any]]:
 
 
 def nodes(store: Store) -> list[dict[str, Any]]:
-    observed, revision = store.range("observed/node/")
-    declared = {f.key.split("/")[2]: f.value for f in store.range("desired/node/", revision)[0]}
-    condition = {f.key.split("/")[2]: f.value for f in store.range("derived/node/", revision)[0]}
-    intents = {f.key.split("/")[2]: f.value for f in store.range("intent/node/", revision)[0]}
-    drains = {f.key.split("/")[2]: f.value for f in store.range("derived/drain/", revision)[0]}
+    observed, revision = store.range(OBSERVED_NODES)
+    declared = {f.key.split("/")[2]: f.value for f in store.range(DESIRED_NODES, revision)[0]}
+    condition = {f.key.split("/")[2]: f.value for f in store.range(NODE_CONDITIONS, revision)[0]}
+    intents = {f.key.split("/")[2]: f.value for f in store.range(NODE_INTENT, revision)[0]}
+    drains = {f.key.split("/")[2]: f.value for f in store.range(DRAINS, revision)[0]}
     placed: dict[str, int] = {}
-    for fact in store.range("derived/placement/", revision)[0]:
+    for fact in store.range(PLACEMENTS, revision)[0]:
         placed[fact.value.get("node")] = placed.get(fact.value.get("node"), 0) + 1
     names = sorted({f.key.split("/")[2] for f in observed} | set(declared))
     seen = {f.key.split("/")[2]: f for f in observed}
@@ -145,7 +169,7 @@ def nodes(store: Store) -> list[dict[str, Any]]:
         value = fact.value if fact else {}
         cond = (condition.get(name) or {}).get("condition") or ("ready" if fact else "unknown")
         mine = declared.get(name) or {}
-        rows.append({"key": f"observed/node/{name}", "name": name, "tenant": None, "value": value,
+        rows.append({"key": f"{OBSERVED_NODES}{name}", "name": name, "tenant": None, "value": value,
                      "declared": declared.get(name), "condition": cond, "instances": placed.get(name, 0),
                      # cca drain / disable-node, and what a drain waits for (disruption controller)
                      "intent": (intents.get(name) or {}).get("intent"),
@@ -161,25 +185,25 @@ def nodes(store: Store) -> list[dict[str, Any]]:
 
 
 def secrets(store: Store, tenant: str | None) -> list[dict[str, Any]]:
-    declared, revision = store.range(_tenant_prefix("desired/secret/", tenant))
-    stored_facts, _ = store.range(_tenant_prefix("secret/", tenant), revision)
-    values = {f.key.removeprefix("secret/"): f for f in stored_facts}
-    names = sorted({f.key.removeprefix("desired/secret/") for f in declared} | set(values))
-    docs = {f.key.removeprefix("desired/secret/"): f.value for f in declared}
+    declared, revision = store.range(_tenant_prefix(DESIRED_SECRETS, tenant))
+    stored_facts, _ = store.range(_tenant_prefix(SECRETS, tenant), revision)
+    values = {f.key.removeprefix(SECRETS): f for f in stored_facts}
+    names = sorted({f.key.removeprefix(DESIRED_SECRETS) for f in declared} | set(values))
+    docs = {f.key.removeprefix(DESIRED_SECRETS): f.value for f in declared}
     rows = []
     for full in names:
         stored = values.get(full)
         meta = {"version": stored.value.get("version"), "updated": stored.value.get("updated"),
                 "key_id": stored.value.get("key_id")} if stored else None
         tenant_name, name = full.split("/", 1)
-        rows.append({"key": f"secret/{full}", "name": name, "tenant": tenant_name,
+        rows.append({"key": f"{SECRETS}{full}", "name": name, "tenant": tenant_name,
                      "value": docs.get(full), "set": stored is not None, "meta": meta})
     return rows
 
 
 def policies(store: Store) -> list[dict[str, Any]]:
-    declared, revision = store.range("desired/policy/")
-    operator, _ = store.range("desired/lp/", revision)
+    declared, revision = store.range(DESIRED_POLICIES)
+    operator, _ = store.range(DESIRED_LP, revision)
     rows = [_row(f.key, f.value, type="policy") for f in declared]
     for fact in operator:
         text = fact.value.get("text", "") if isinstance(fact.value, dict) else ""
@@ -199,7 +223,7 @@ def events(store: Store, limit: int = EVENT_HISTORY) -> list[dict[str, Any]]:
                 break
             if event.kind == "resync":
                 continue
-            if event.key.startswith(("desired/", "derived/", "observed/")):
+            if event.key.startswith((DESIRED, DERIVED, OBSERVED)):
                 rows.append({"revision": event.revision, "type": event.kind, "key": event.key,
                              "reason": _scaling_reason(event) or _rollout_reason(event)})
             if event.revision >= revision:
@@ -209,7 +233,7 @@ def events(store: Store, limit: int = EVENT_HISTORY) -> list[dict[str, Any]]:
 
 def _scaling_reason(event: Any) -> str | None:
     """An autoscaler write that changed the count says so, with its reasons."""
-    if not event.key.startswith("derived/scale/") or not isinstance(event.value, dict):
+    if not event.key.startswith(SCALE) or not isinstance(event.value, dict):
         return None
     change = event.value.get("event")
     if not change or change.get("at") != event.value.get("at"):
@@ -231,10 +255,10 @@ def tenants(store: Store) -> list[dict[str, Any]]:
     """Every tenant that is declared or has services (and always the default one), with the quota
     admission enforces (`effective_quota`: the default instance quota when none is declared) and
     what the tenant commits against it."""
-    declared, revision = store.range("desired/tenant/")
-    docs = {f.key.removeprefix("desired/tenant/"): f for f in declared}
+    declared, revision = store.range(DESIRED_TENANTS)
+    docs = {f.key.removeprefix(DESIRED_TENANTS): f for f in declared}
     committed: dict[str, int] = {}
-    for fact in store.range("desired/service/", revision)[0]:
+    for fact in store.range(DESIRED_SERVICES, revision)[0]:
         owner = fact.key.split("/")[2]
         committed[owner] = committed.get(owner, 0) + committed_instances(fact.value)
     rows = []
@@ -244,7 +268,7 @@ def tenants(store: Store) -> list[dict[str, Any]]:
         declared_quota = ((fact.value if fact else None) or {}).get("quota") or {}
         shown = ", ".join(f"{k} {v}{'' if declared_quota.get(k) is not None else ' (default)'}"
                           for k, v in sorted(quota.items()))
-        rows.append({"key": f"desired/tenant/{name}", "name": name, "tenant": None,
+        rows.append({"key": f"{DESIRED_TENANTS}{name}", "name": name, "tenant": None,
                      "value": fact.value if fact else None, "declared": fact is not None,
                      "quota": shown, "instances": committed.get(name, 0),
                      "instance_quota": quota["instances"],
@@ -253,7 +277,7 @@ def tenants(store: Store) -> list[dict[str, Any]]:
 
 
 def documents(store: Store, kind: str, tenant: str | None, tags: Mapping[str, str]) -> list[dict[str, Any]]:
-    prefix = _tenant_prefix(f"desired/{kind}/", tenant if kind in NAMESPACED_KINDS else None)
+    prefix = _tenant_prefix(f"{DESIRED}{kind}/", tenant if kind in NAMESPACED_KINDS else None)
     facts, _ = store.range(prefix)
     return [_row(f.key, f.value, created_revision=f.create_revision)
             for f in facts if _tags_match(f.value, tags)]
@@ -272,18 +296,18 @@ def status(store: Store) -> dict[str, Any]:
     def facts(prefix: str) -> list[Any]:
         return store.range(prefix, revision)[0]
 
-    leader = store.get("leader/runner")
-    services = {f.key.removeprefix("desired/service/") for f in facts("desired/service/")}
+    leader = store.get(LEADER_RUNNER)
+    services = {f.key.removeprefix(DESIRED_SERVICES) for f in facts(DESIRED_SERVICES)}
     wanted = set()  # "tenant/instance" of every instance of a desired service
-    for f in facts("derived/instance/"):
-        tenant, service, instance = (f.key.removeprefix("derived/instance/").split("/", 2) + ["", ""])[:3]
+    for f in facts(INSTANCES):
+        tenant, service, instance = (f.key.removeprefix(INSTANCES).split("/", 2) + ["", ""])[:3]
         if f"{tenant}/{service}" in services:
             wanted.add(f"{tenant}/{instance}")
-    placed = sum(1 for f in facts("derived/placement/")
-                 if f.value.get("node") and f.key.removeprefix("derived/placement/") in wanted)
-    states = [(f.key.removeprefix("observed/instance/") in wanted, f.value.get("state"))
-              for f in facts("observed/instance/")]
-    conditions = [f.value.get("condition") for f in facts("derived/node/")]
+    placed = sum(1 for f in facts(PLACEMENTS)
+                 if f.value.get("node") and f.key.removeprefix(PLACEMENTS) in wanted)
+    states = [(f.key.removeprefix(OBSERVED_INSTANCES) in wanted, f.value.get("state"))
+              for f in facts(OBSERVED_INSTANCES)]
+    conditions = [f.value.get("condition") for f in facts(NODE_CONDITIONS)]
     return {
         "revision": revision,
         "store": store.url.split("://")[0],
@@ -293,10 +317,10 @@ def status(store: Store) -> dict[str, Any]:
                       "running": sum(1 for ours, state in states if ours and state == "running"),
                       "failed": sum(1 for ours, state in states if ours and state == "failed"),
                       "stopping": sum(1 for ours, _ in states if not ours)},
-        "nodes": {"registered": len(facts("observed/node/")), "down": conditions.count("down"),
+        "nodes": {"registered": len(facts(OBSERVED_NODES)), "down": conditions.count("down"),
                   "draining": conditions.count("draining")},
-        "secrets": len(facts("secret/")),
-        "policies": len(facts("desired/policy/")) + len(facts("desired/lp/")),
+        "secrets": len(facts(SECRETS)),
+        "policies": len(facts(DESIRED_POLICIES)) + len(facts(DESIRED_LP)),
     }
 
 

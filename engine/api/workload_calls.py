@@ -18,7 +18,7 @@ from ccattler.engine.api.gen.ccattler.v1 import api_pb2
 from ccattler.engine.api.read_access import ReadAccess
 from ccattler.engine.api.tunnel import TunnelHub
 from ccattler.engine.facts import DEFAULT_TENANT, CcaError, parse_service
-from ccattler.engine.facts.keys import DESIRED_SERVICES, METRICS, NODE_CONDITIONS, OBSERVED_NODES
+from ccattler.engine.facts.keys import DESIRED_SERVICES, INSTANCES, METRICS, NODE_CONDITIONS, OBSERVED_NODES
 from ccattler.engine.store import Store
 
 INSPECT_TIMEOUT = 15.0
@@ -84,7 +84,7 @@ class WorkloadCalls:
                 self._allow(call, "service.read", f"{tenant}/*")
             access = ReadAccess(self.store, call.principal)  # -A: the tenants the caller may read
             rows = [r for r in top.workloads(self.store, tenant, dict(request.tags))
-                    if access.may_read(f"derived/instance/{r['service']}/{r['name']}")]
+                    if access.may_read(f"{INSTANCES}{r['service']}/{r['name']}")]
         else:
             raise BadRequest(f"top shows nodes or workloads, not {request.kind!r}")
         return api_pb2.Json(json=json.dumps({"kind": request.kind, "items": rows}))

@@ -21,11 +21,8 @@ from ccattler.engine.autoscale.effective import effective_service
 from ccattler.engine.controllers.ordered_stop import OBSERVED, StopWindow, ordinal_of, removable, stop_window
 from ccattler.engine.disruption.surge import surge
 from ccattler.engine.facts import ServiceRef, instance_key
-from ccattler.engine.facts.keys import DISRUPTIONS, ROLLOUTS, SCALE
+from ccattler.engine.facts.keys import DESIRED_SERVICES, DISRUPTIONS, INSTANCES, ROLLOUTS, SCALE
 from ccattler.engine.facts.snapshot import ChangeSet, Snapshot
-
-SERVICES = "desired/service/"
-INSTANCES = "derived/instance/"
 
 #: The fields of a service whose change needs a new container (everything the container is built from).
 SPEC_FIELDS = ("image", "command", "env", "config", "resources", "secrets", "connections", "volumes", "init")
@@ -116,7 +113,7 @@ class InstanceController:
     """Keeps `derived/instance/<tenant>/<service>/<instance>` in line with `desired/service/...`."""
 
     name: ClassVar[str] = "instance"
-    reads: ClassVar[tuple[str, ...]] = (SERVICES, INSTANCES, ROLLOUTS, SCALE, DISRUPTIONS, *OBSERVED)
+    reads: ClassVar[tuple[str, ...]] = (DESIRED_SERVICES, INSTANCES, ROLLOUTS, SCALE, DISRUPTIONS, *OBSERVED)
     writes: ClassVar[tuple[str, ...]] = (INSTANCES,)
 
     def __init__(self) -> None:
@@ -139,7 +136,7 @@ class InstanceController:
     def depends_on(self, key: str) -> tuple[str, ...]:
         """An instance is derived from its service: commits are guarded by the service's revision."""
         tenant, service, _ = key[len(INSTANCES):].split("/", 2)
-        return (f"{SERVICES}{tenant}/{service}", f"{ROLLOUTS}{tenant}/{service}",
+        return (f"{DESIRED_SERVICES}{tenant}/{service}", f"{ROLLOUTS}{tenant}/{service}",
                 f"{DISRUPTIONS}{tenant}/{service}")
 
     def reconcile(self, snapshot: Snapshot, now: float) -> ChangeSet:
@@ -151,8 +148,8 @@ class InstanceController:
             if key.startswith(INSTANCES):
                 full, _, name = key[len(INSTANCES):].rpartition("/")
                 existing[full].append(_Existing(key, name, doc, mods.get(key, 0)))
-            elif key.startswith(SERVICES):
-                services[key[len(SERVICES):]] = doc
+            elif key.startswith(DESIRED_SERVICES):
+                services[key[len(DESIRED_SERVICES):]] = doc
 
         puts: dict[str, Any] = {}
         deletes: set[str] = set()

@@ -20,13 +20,21 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from ccattler.engine.controllers.dns import DnsNames
-from ccattler.engine.controllers.vip import DEFAULT_SERVICE_CIDR, SERVICES, VipAllocator
+from ccattler.engine.controllers.vip import DEFAULT_SERVICE_CIDR, VipAllocator
 from ccattler.engine.facts import CcaError
-from ccattler.engine.facts.keys import DESIRED_NODES, DNS, NODE_CONDITIONS, OBSERVED_NODES, PLACEMENTS, VIPS
+from ccattler.engine.facts.keys import (
+    ADDRESSES,
+    DESIRED_NODES,
+    DESIRED_SERVICES,
+    DNS,
+    NODE_CONDITIONS,
+    OBSERVED_NODES,
+    PLACEMENTS,
+    SUBNETS,
+    VIPS,
+)
 from ccattler.engine.facts.snapshot import ChangeSet, Snapshot
 
-SUBNETS = "derived/network/subnet/"
-ADDRESSES = "derived/network/ip/"
 DEFAULT_CLUSTER_CIDR = "10.88.0.0/16"
 DEFAULT_NODE_PREFIX = 24
 
@@ -81,8 +89,8 @@ class NetworkController:
 
     name: ClassVar[str] = "network"
     reads: ClassVar[tuple[str, ...]] = (
-        OBSERVED_NODES, DESIRED_NODES, NODE_CONDITIONS, PLACEMENTS, SUBNETS, ADDRESSES, SERVICES, VIPS,
-        DNS,
+        OBSERVED_NODES, DESIRED_NODES, NODE_CONDITIONS, PLACEMENTS, SUBNETS, ADDRESSES, DESIRED_SERVICES,
+        VIPS, DNS,
     )
     writes: ClassVar[tuple[str, ...]] = (SUBNETS, ADDRESSES, VIPS, DNS)
 
@@ -137,8 +145,8 @@ class NetworkController:
                 placements[key[len(PLACEMENTS):]] = doc
             elif key.startswith(ADDRESSES):
                 addresses.append((key, doc))
-            elif key.startswith(SERVICES):
-                services[key[len(SERVICES):]] = doc
+            elif key.startswith(DESIRED_SERVICES):
+                services[key[len(DESIRED_SERVICES):]] = doc
             elif key.startswith(VIPS):
                 vips[key[len(VIPS):]] = doc
             elif key.startswith(SUBNETS):

@@ -15,9 +15,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from ccattler.engine.facts import CcaError
+from ccattler.engine.facts.keys import VIPS
 
-SERVICES = "desired/service/"
-VIPS = "derived/vip/"
 DEFAULT_SERVICE_CIDR = "10.96.0.0/16"
 DNS_ZONE = "cca.local"
 

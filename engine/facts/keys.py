@@ -33,6 +33,8 @@ DERIVED = "derived/"
 OBSERVED = "observed/"
 AUDIT = "audit/"
 SECRETS = "secret/"
+#: Users and token hashes (engine/auth/).
+AUTH = "auth/"
 AUTH_USERS = "auth/user/"
 AUTH_TOKENS = "auth/token/"
 LEADER = "leader/"
@@ -84,15 +86,16 @@ METRICS = "observed/metric/"
 
 #: A user's intent for a node (`cca drain`, `cca disable-node`; `cca enable-node` deletes it):
 #: written by the API server only, never by an apply, so no file's next apply prunes it.
+INTENT = "intent/"
 NODE_INTENT = "intent/node/"
 
 #: One writer per key, decided by its prefix (longest prefix wins).
 PREFIX_OWNERS: dict[str, str] = {
     DESIRED: "api",
-    "auth/": "api",
+    AUTH: "api",
     SECRETS: "api",
     AUDIT: "api",
-    "intent/": "api",
+    INTENT: "api",
     INSTANCES: "instance-controller",
     ROLLOUTS: "rollout-controller",
     NODE_CONDITIONS: "failure-controller",

@@ -8,7 +8,40 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ccattler.engine.facts.keys import DISRUPTIONS, DRAINS, NODE_INTENT, REBALANCE
+from ccattler.engine.facts.keys import (
+    ADDRESSES,
+    AUDIT,
+    AUTH,
+    DESIRED,
+    DESIRED_CONNECTIONS,
+    DESIRED_GRANTS,
+    DESIRED_LP,
+    DESIRED_NETWORKS,
+    DESIRED_NODES,
+    DESIRED_POLICIES,
+    DESIRED_ROLES,
+    DESIRED_SECRETS,
+    DESIRED_TENANTS,
+    DISRUPTIONS,
+    DNS,
+    DRAINS,
+    ENDPOINTS,
+    FIREWALL,
+    INSTANCES,
+    LEADER,
+    METRICS,
+    NODE_CONDITIONS,
+    NODE_INTENT,
+    OBSERVED_INSTANCES,
+    OBSERVED_NODES,
+    PLACEMENTS,
+    REBALANCE,
+    ROLLOUTS,
+    SCALE,
+    SECRETS,
+    SUBNETS,
+    VIPS,
+)
 
 #: Who may read a key: prefix → (capability kind whose `.read` guards it — `cluster` means
 #: cluster.admin —, index of the key segment naming the tenant, or None for a cluster-wide key).
@@ -16,31 +49,31 @@ from ccattler.engine.facts.keys import DISRUPTIONS, DRAINS, NODE_INTENT, REBALAN
 #: cluster.admin. Get, Watch and events filter by it (engine/api/read_access.py); a test checks
 #: that the desired/ rows agree with admission's OBJECT_CAPABILITY_KIND.
 READ_GUARDS: dict[str, tuple[str, int | None]] = {
-    **{f"desired/{kind}/": ("service", 2) for kind in ("service", "gate", "volume", "group")},
-    "desired/secret/": ("secret", 2),
-    "desired/connection/": ("secret", 2),
-    "desired/network/": ("network", 2),
-    "desired/node/": ("node", None),
-    "desired/tenant/": ("tenant", None),
-    "desired/role/": ("role", None),
-    "desired/grant/": ("role", None),
-    "desired/policy/": ("policy", None),
-    "desired/lp/": ("policy", None),
-    **{p: ("service", 2) for p in ("derived/instance/", "derived/rollout/", "derived/placement/",
-                                   "derived/endpoint/", "derived/vip/", "derived/dns/", "derived/scale/",
-                                   DISRUPTIONS, "observed/instance/", "observed/metric/")},
-    "derived/network/ip/": ("service", 3),
-    "derived/network/subnet/": ("node", None),
-    "derived/node/": ("node", None),
-    "derived/firewall/": ("node", None),  # every identity's addresses on that node: not one tenant's
+    **{f"{DESIRED}{kind}/": ("service", 2) for kind in ("service", "gate", "volume", "group")},
+    DESIRED_SECRETS: ("secret", 2),
+    DESIRED_CONNECTIONS: ("secret", 2),
+    DESIRED_NETWORKS: ("network", 2),
+    DESIRED_NODES: ("node", None),
+    DESIRED_TENANTS: ("tenant", None),
+    DESIRED_ROLES: ("role", None),
+    DESIRED_GRANTS: ("role", None),
+    DESIRED_POLICIES: ("policy", None),
+    DESIRED_LP: ("policy", None),
+    **{p: ("service", 2) for p in (INSTANCES, ROLLOUTS, PLACEMENTS,
+                                   ENDPOINTS, VIPS, DNS, SCALE,
+                                   DISRUPTIONS, OBSERVED_INSTANCES, METRICS)},
+    ADDRESSES: ("service", 3),
+    SUBNETS: ("node", None),
+    NODE_CONDITIONS: ("node", None),
+    FIREWALL: ("node", None),  # every identity's addresses on that node: not one tenant's
     DRAINS: ("node", None),
     REBALANCE: ("node", None),
-    "observed/node/": ("node", None),
+    OBSERVED_NODES: ("node", None),
     NODE_INTENT: ("node", None),
-    "audit/": ("audit", None),
-    "leader/": ("service", None),  # what `cca status` shows
-    "secret/": ("cluster", None),  # encrypted values: metadata comes from views.secrets
-    "auth/": ("cluster", None),  # users and token hashes
+    AUDIT: ("audit", None),
+    LEADER: ("service", None),  # what `cca status` shows
+    SECRETS: ("cluster", None),  # encrypted values: metadata comes from views.secrets
+    AUTH: ("cluster", None),  # users and token hashes
 }
 
 
