@@ -189,13 +189,17 @@ class CertificateAuthority:
         hosts: tuple[str, ...] = (),
         uris: tuple[str, ...] = (),
         server: bool = False,
+        both: bool = False,
     ) -> x509.Certificate:
-        """Sign a leaf certificate for `public_key`; `server` makes it a TLS server certificate."""
+        """Sign a leaf certificate for `public_key`; `server` makes it a TLS server certificate,
+        `both` a server and client one (a workload's X.509-SVID)."""
         attrs = [x509.NameAttribute(NameOID.COMMON_NAME, name),
                  x509.NameAttribute(NameOID.ORGANIZATIONAL_UNIT_NAME, kind)]
         attrs += [x509.NameAttribute(NameOID.ORGANIZATION_NAME, g) for g in groups]
         now = dt.datetime.now(dt.UTC)
-        usage = ExtendedKeyUsageOID.SERVER_AUTH if server else ExtendedKeyUsageOID.CLIENT_AUTH
+        usages = [ExtendedKeyUsageOID.SERVER_AUTH if server else ExtendedKeyUsageOID.CLIENT_AUTH]
+        if both:
+            usages = [ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]
         builder = (
             x509.CertificateBuilder()
             .subject_name(x509.Name(attrs))
@@ -213,7 +217,7 @@ class CertificateAuthority:
                 ),
                 critical=True,
             )
-            .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
+            .add_extension(x509.ExtendedKeyUsage(usages), critical=False)
             .add_extension(
                 x509.AuthorityKeyIdentifier.from_issuer_public_key(self.key.public_key()), critical=False
             )

@@ -15,9 +15,9 @@ import datetime as dt
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+from cryptography.x509.oid import NameOID
 
-from ccattler.engine.pki.ca import _BACKDATE, CertificateAuthority, PkiError, load_csr
+from ccattler.engine.pki.ca import CertificateAuthority, PkiError, load_csr
 
 TRUST_DOMAIN = "ccattler"
 #: Shortest and longest identity lifetimes a server may be set to (a short one is for tests).
@@ -78,34 +78,8 @@ def _describe(name: x509.GeneralName) -> str:
 def issue_svid(ca: CertificateAuthority, public_key: ec.EllipticCurvePublicKey, identity: str,
                lifetime: dt.timedelta) -> x509.Certificate:
     """The X.509-SVID for `identity` (CN = its path, OU = workload), valid `lifetime` from now."""
-    now = dt.datetime.now(dt.UTC)
-    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, _common_name(identity)),
-                         x509.NameAttribute(NameOID.ORGANIZATIONAL_UNIT_NAME, "workload")])
-    return (
-        x509.CertificateBuilder()
-        .subject_name(subject)
-        .issuer_name(ca.cert.subject)
-        .public_key(public_key)
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - _BACKDATE)
-        .not_valid_after(now + lifetime)
-        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True, key_encipherment=False, key_cert_sign=False,
-                crl_sign=False, content_commitment=False, data_encipherment=False,
-                key_agreement=False, encipher_only=False, decipher_only=False,
-            ),
-            critical=True,
-        )
-        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH,
-                                              ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
-        .add_extension(x509.SubjectAlternativeName([x509.UniformResourceIdentifier(identity)]),
-                       critical=False)
-        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca.key.public_key()),
-                       critical=False)
-        .sign(ca.key, hashes.SHA256())
-    )
+    return ca.issue(public_key, name=_common_name(identity), kind="workload", lifetime=lifetime,
+                    uris=(identity,), both=True)
 
 
 def svid_identity(cert: x509.Certificate) -> str | None:
