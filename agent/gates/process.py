@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import time
 from pathlib import Path
@@ -74,10 +75,34 @@ class HaproxyProcess:
         before = _children(pid)
         os.kill(pid, signal.SIGUSR2)
         deadline = time.monotonic() + timeout
-        while not _children(pid) - before:
+        while not (new := _children(pid) - before):
             if time.monotonic() > deadline:
                 raise HaproxyError(f"HAProxy (pid {pid}) started no new worker {timeout:.0f}s after a reload")
             time.sleep(0.02)
+        # A forked worker is not yet serving: until it answers on the stats socket the old worker
+        # still holds the listeners (with the old routing). Wait until the socket is the new one's.
+        while self._socket_pid() not in new:
+            if time.monotonic() > deadline:
+                raise HaproxyError(f"HAProxy's new worker (pid {', '.join(map(str, new))}) did not take over "
+                                   f"{timeout:.0f}s after a reload")
+            time.sleep(0.02)
+
+    def _socket_pid(self) -> int | None:
+        """The pid of the worker answering on the stats socket (`show info`), or None."""
+        try:
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+                sock.settimeout(1.0)
+                sock.connect(str(self.socket))
+                sock.sendall(b"show info\n")
+                answer = b""
+                while chunk := sock.recv(65536):
+                    answer += chunk
+        except OSError:
+            return None
+        for line in answer.decode(errors="replace").splitlines():
+            if line.startswith("Pid:"):
+                return int(line.split(":", 1)[1]) if line.split(":", 1)[1].strip().isdigit() else None
+        return None
 
     def _start(self) -> None:
         self.pidfile.unlink(missing_ok=True)
