@@ -72,6 +72,7 @@ def test_a_policy_denying_everything_can_still_be_deleted(server, admin):
     admin.json("PolicyApply", api_pb2.PolicyRequest(name="all-denied", text="deny(all_denied, ()).\n"))
     try:
         assert admin.json("Get", api_pb2.GetRequest(kind="nodes"))["items"] == []  # break-glass: node status
+        assert "services" in admin.json("Status")  # and cluster status
     finally:
         admin.json("PolicyDelete", api_pb2.PolicyRequest(name="all-denied"))
     assert server.store.get("desired/lp/all-denied") is None
