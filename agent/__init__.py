@@ -15,8 +15,9 @@ from typing import Any
 
 _EXPORTS = {
     "InstanceSpec": "desired", "desired_instances": "desired", "node_subnet": "desired",
-    "RUNTIMES": "node", "NodeCore": "node", "default_runtime_kind": "node", "machine_capacity": "node",
-    "make_runtime": "node", "node_document": "node", "cleanup_node": "node",
+    "RUNTIMES": "machine", "NodeCore": "node", "default_runtime_kind": "machine",
+    "machine_capacity": "machine", "make_runtime": "machine", "node_document": "machine",
+    "cleanup_node": "machine",
     "default_state_dir": "paths",
     "Backoff": "reconcile", "Reconciler": "reconcile",
     "Reporter": "slice_state", "SliceState": "slice_state",

@@ -170,8 +170,9 @@ def make_core(name: str, kind: str, state_dir: Path, bridge: str, runc_root: Pat
     """A node's `NodeCore`. `overlay`: (underlay address, VNI, UDP port) of this node's VXLAN
     device, for runtimes with their own network."""
     from ccattler.agent.images.store import ImageStore
+    from ccattler.agent.machine import make_runtime
     from ccattler.agent.net.overlay import Overlay, device_name
-    from ccattler.agent.node import NodeCore, make_runtime
+    from ccattler.agent.node import NodeCore
 
     runtime = make_runtime(kind, state_dir, ImageStore(state_dir), runc_root)
     vxlan = None

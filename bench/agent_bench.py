@@ -131,7 +131,8 @@ def through_api(state: Path, n: int, rounds: int) -> None:
     import threading
 
     from ccattler.agent.loop import AgentLoop
-    from ccattler.agent.node import NodeCore, node_document
+    from ccattler.agent.machine import node_document
+    from ccattler.agent.node import NodeCore
     from ccattler.engine.api.agent_client import AgentClient
     from ccattler.engine.api.client import Client
     from ccattler.engine.api.gen.ccattler.v1 import api_pb2

@@ -150,7 +150,8 @@ def agents(args: argparse.Namespace) -> None:
     import grpc._common
 
     from ccattler.agent.loop import AgentLoop
-    from ccattler.agent.node import NodeCore, node_document
+    from ccattler.agent.machine import node_document
+    from ccattler.agent.node import NodeCore
     from ccattler.agent.runtime.sim import SimProfile, SimRuntime
     from ccattler.engine.api.agent_client import AgentClient
     from ccattler.engine.api.client import Client

@@ -148,7 +148,7 @@ def _failover_round(tmp: Path, ttl: float, instances: int, runtime: str) -> floa
         for proc in procs.values():
             proc.wait(30)
         if runtime != "sim":
-            from ccattler.agent.node import cleanup_node
+            from ccattler.agent.machine import cleanup_node
 
             for state in states.values():
                 for bridge in [p.name for p in (state / "net").iterdir()] if (state / "net").exists() else []:

@@ -132,7 +132,8 @@ def one_size(size: int, args: argparse.Namespace, rng: random.Random) -> dict:
     from ccattler.agent.dataplane.nft_service_table import table_name
     from ccattler.agent.images.store import ImageStore
     from ccattler.agent.loop import AgentLoop
-    from ccattler.agent.node import NodeCore, node_document
+    from ccattler.agent.machine import node_document
+    from ccattler.agent.node import NodeCore
     from ccattler.agent.runtime.runc import RuncRuntime
     from ccattler.engine.api.agent_client import AgentClient
     from ccattler.engine.api.client import Client

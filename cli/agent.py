@@ -35,7 +35,7 @@ def _labels(items: list[str] | None) -> dict[str, str]:
 
 def simulated_nodes(file: Path | None, count: int | None) -> dict[str, dict[str, Any]]:
     """Node name → registration document for every `node` block of `file` (or `sim-1`…`sim-N`)."""
-    from ccattler.agent.node import node_document
+    from ccattler.agent.machine import node_document
 
     if file is None:
         return {f"sim-{i}": node_document(capacity=SIM_CAPACITY, address="127.0.0.1")
@@ -108,7 +108,7 @@ def agent(
 ) -> None:
     """Run a node agent until SIGTERM/SIGINT (its containers keep running after it stops)."""
     from ccattler.agent.dataplane.factory import DATAPLANES
-    from ccattler.agent.node import RUNTIMES, default_runtime_kind, node_document
+    from ccattler.agent.machine import RUNTIMES, default_runtime_kind, node_document
     from ccattler.agent.paths import default_state_dir
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -135,12 +135,12 @@ def agent(
 
         from ccattler.agent.debug import node_report
         from ccattler.agent.images.store import ImageStore
-        from ccattler.agent.node import make_runtime
+        from ccattler.agent.machine import make_runtime
 
         typer.echo(json.dumps(node_report(make_runtime(kind, state, ImageStore(state), runc_root)), indent=2))
         return
     if cleanup:
-        from ccattler.agent.node import cleanup_node
+        from ccattler.agent.machine import cleanup_node
 
         problems = cleanup_node(state, kind, bridge, runc_root)
         for problem in problems:

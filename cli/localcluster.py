@@ -183,7 +183,7 @@ def remove_node_leftovers(layout: Layout, say: Callable[[str], None] = print) ->
         for problem in problems:
             say(f"could not remove: {problem}")
         return
-    from ccattler.agent.node import cleanup_node
+    from ccattler.agent.machine import cleanup_node
 
     for problem in cleanup_node(Path(layout.state_dir), layout.runtime, layout.bridge,
                                 Path(layout.runc_root) if layout.runc_root else None):

@@ -61,7 +61,7 @@ def up(
     timeout: Annotated[float, typer.Option("--timeout", help="Seconds to wait for readiness.")] = 60.0,
 ) -> None:
     """Start the local cluster and return (--detach) or stay in the foreground once it is ready."""
-    from ccattler.agent.node import default_runtime_kind
+    from ccattler.agent.machine import default_runtime_kind
     from ccattler.agent.paths import default_state_dir
     from ccattler.cli import localcluster as lc
     from ccattler.engine.clientconfig import cca_home, load_config

@@ -1,5 +1,5 @@
 """Container runtimes behind one interface: `runc` (real containers), `process` (plain processes,
-no root) and `sim` (simulated, for scale tests); `ccattler.agent.node.make_runtime` picks one."""
+no root) and `sim` (simulated, for scale tests); `ccattler.agent.machine.make_runtime` picks one."""
 
 from ccattler.agent.runtime.base import (
     ConfigFile,

@@ -7,7 +7,8 @@ import threading
 import time
 
 from ccattler.agent.loop import AgentLoop
-from ccattler.agent.node import NodeCore, node_document
+from ccattler.agent.machine import node_document
+from ccattler.agent.node import NodeCore
 from ccattler.agent.runtime.process import ProcessRuntime
 from ccattler.agent.runtime.sim import SimProfile, SimRuntime
 from ccattler.engine.api.agent_client import AgentClient

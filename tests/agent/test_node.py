@@ -6,7 +6,8 @@ import threading
 import time
 from pathlib import Path
 
-from ccattler.agent.node import NodeCore, machine_capacity, node_document
+from ccattler.agent.machine import machine_capacity, node_document
+from ccattler.agent.node import NodeCore
 from ccattler.agent.reconcile import Backoff
 from ccattler.agent.runtime.process import ProcessRuntime
 from ccattler.agent.runtime.sim import SimRuntime

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from ccattler.agent import process
-from ccattler.agent.node import NodeCore, node_document
+from ccattler.agent.machine import node_document
+from ccattler.agent.node import NodeCore
 from ccattler.agent.runtime.sim import SimRuntime
 from ccattler.engine.api import enroll
 from ccattler.engine.api.server import ApiServer, ServerOptions

@@ -17,7 +17,8 @@ import pytest
 
 from ccattler.agent.images.store import ImageStore
 from ccattler.agent.loop import AgentLoop
-from ccattler.agent.node import NodeCore, node_document
+from ccattler.agent.machine import node_document
+from ccattler.agent.node import NodeCore
 from ccattler.agent.reconcile import Backoff
 from ccattler.agent.runtime.runc import RuncRuntime
 from ccattler.engine.api.agent_client import AgentClient

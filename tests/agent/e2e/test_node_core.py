@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 
 from ccattler.agent.images.store import ImageStore
+from ccattler.agent.machine import cleanup_node
 from ccattler.agent.net import nat
 from ccattler.agent.net.node import NETNS_DIR, NetworkError, NodeNetwork
-from ccattler.agent.node import NodeCore, cleanup_node
+from ccattler.agent.node import NodeCore
 from ccattler.agent.reconcile import Backoff
 from ccattler.agent.runtime.runc import RuncRuntime
 

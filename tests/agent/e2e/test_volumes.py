@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from ccattler.agent.images.store import ImageStore
-from ccattler.agent.node import NodeCore, cleanup_node
+from ccattler.agent.machine import cleanup_node
+from ccattler.agent.node import NodeCore
 from ccattler.agent.runtime.base import ConfigFile, VolumeMount
 from ccattler.agent.runtime.runc import RuncRuntime
 
