@@ -21,7 +21,8 @@ from ccattler.engine.api.gen.ccattler.v1 import api_pb2
 from ccattler.engine.api.identity_calls import IdentityCalls, identity_summary
 from ccattler.engine.api.report_scope import check_report, report_view
 from ccattler.engine.api.requests import load_object
-from ccattler.engine.api.slice import SliceHub, batch_message
+from ccattler.engine.api.slice import SliceHub
+from ccattler.engine.api.slice_queue import batch_message
 from ccattler.engine.api.tunnel import TunnelHub
 from ccattler.engine.auth import redeem_join_token
 from ccattler.engine.facts import CcaError, check_value, parse_service

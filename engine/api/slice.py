@@ -10,10 +10,9 @@ nodes it concerns (a thousand agents cost one store watch, and each gets only it
 When a placement moves, the old node gets deletes for it (and for the service spec it no longer
 needs); the new node gets the placement, the instance document and, the first time, the spec.
 A resumed watch that missed changes gets `resync` (the agent re-reads from revision 0); `summon`
-sends a `tunnel` event (the server wants a logs/exec session: the agent opens its tunnel). Knobs:
-`MAX_PENDING` events or `max_bytes` (the server's `watch_max_bytes`) queued beyond the initial
-slice, after which a slow subscriber's stream is dropped with RESOURCE_EXHAUSTED (`FellBehind`; the
-agent resumes, and re-reads its slice); `BATCH`, the most events sent in one message.
+sends a `tunnel` event (the server wants a logs/exec session: the agent opens its tunnel). Each
+node's stream is a `NodeQueue` (engine/api/slice_queue.py: events encoded once, the bounded queue);
+`max_bytes` is the server's `watch_max_bytes`.
 """
 
 from __future__ import annotations
@@ -22,14 +21,12 @@ import asyncio
 import json
 import logging
 import threading
-from collections import Counter, defaultdict, deque
+from collections import Counter, defaultdict
 from collections.abc import AsyncIterator, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import Any
 
-from ccattler.engine.api.errors import FellBehind
-from ccattler.engine.api.gen.ccattler.v1 import api_pb2
+from ccattler.engine.api.slice_queue import BATCH, MAX_BYTES, Event, Fanout, NodeQueue
 from ccattler.engine.facts.keys import (
     ADDRESSES,
     DESIRED_GATES,
@@ -61,207 +58,16 @@ log = logging.getLogger(__name__)
 #: Names too: every node's resolver answers every service's name (agent/dns/).
 _SHARED = (ENDPOINTS, VIPS, DNS, DESIRED_VOLUMES, DESIRED_GATES,
            DESIRED_GROUPS, SUBNETS, OBSERVED_NODES)
-_PLACEMENTS, _ADDRESSES = PLACEMENTS, ADDRESSES
-_INSTANCES, _SERVICES = INSTANCES, DESIRED_SERVICES
 #: Per service, routed like the service document: to the nodes its instances are placed on.
-_PER_SERVICE = (_SERVICES, ROLLOUTS)
+_PER_SERVICE = (DESIRED_SERVICES, ROLLOUTS)
 _OWN = (FIREWALL, NODE_CONDITIONS, DESIRED_NODES)
-_ROUTED = (_PLACEMENTS, _ADDRESSES, _INSTANCES, _SERVICES, ROLLOUTS, *_SHARED, *_OWN)
-MAX_PENDING = 100_000
-MAX_BYTES = 8 * 1024 * 1024
-#: What an event costs besides its key and document (its objects, its wire form).
-_OVERHEAD = 128
-#: Events per WatchSlice message at most (one gRPC message costs far more than one event in it).
-BATCH = 1_000
-
-
-@dataclass(slots=True, eq=False)
-class Event:
-    """One event of a node's slice; its JSON and its wire form are encoded once, however many
-    nodes receive it (at 200 nodes, building a protobuf message per node per event was a fifth of
-    the server's CPU)."""
-
-    kind: str
-    key: str
-    value: Any
-    revision: int
-    value_json: str = ""
-    _wire: bytes | None = None
-
-    def wire(self) -> bytes:
-        """This event as one entry of a batch `Event`'s `events` field (tag, length, message)."""
-        if self._wire is None:
-            body = api_pb2.Event(kind=self.kind, key=self.key, revision=self.revision,
-                                 value_json=self.value_json).SerializeToString()
-            self._wire = _EVENTS_TAG + _varint(len(body)) + body
-        return self._wire
-
-
-class SliceBatch(list):
-    """The events of one WatchSlice message, with their wire form in parts: a cluster-wide change
-    is one `_Fanout` whose encoding every node's message reuses."""
-
-    __slots__ = ("parts",)
-
-
-class _Fanout:
-    """The cluster-wide events of one dispatch (one store revision batch), built once and queued
-    by reference to every subscriber: endpoint, VIP, DNS and subnet changes cost each node one
-    queue entry, not one per event. A key changed twice in the batch is sent once, as it ended."""
-
-    __slots__ = ("events", "keys", "size", "_wire")
-
-    def __init__(self, events: list[Event]) -> None:
-        last = {event.key: i for i, event in enumerate(events)}
-        self.events = [event for i, event in enumerate(events) if last[event.key] == i]
-        self.keys = frozenset(last)
-        self.size = sum(_size(event) for event in self.events)  # what it counts against a queue's bound
-        self._wire: bytes | None = None
-
-    def wire(self) -> bytes:
-        if self._wire is None:
-            self._wire = b"".join(event.wire() for event in self.events)
-        return self._wire
-
-
-def batch_message(events: list[Event]) -> bytes:
-    """A serialized `Event(kind="batch", events=…)` of `events`, concatenated from their wire forms."""
-    parts = getattr(events, "parts", None)
-    if parts is None:
-        parts = [event.wire() for event in events]
-    return _BATCH_KIND + b"".join(parts)
-
-
-_EVENTS_TAG = bytes([5 << 3 | 2])  # field 5 (`events`), length-delimited
-_BATCH_KIND = api_pb2.Event(kind="batch").SerializeToString()
-
-
-def _varint(n: int) -> bytes:
-    out = bytearray()
-    while n > 0x7F:
-        out.append(n & 0x7F | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
-class _Subscriber:
-    """One WatchSlice stream's queue: its own events and, by reference, the cluster-wide
-    `_Fanout`s. A cluster-wide document (an endpoint list) changed again before its earlier
-    version was sent is sent once, in its latest version: a node that falls behind catches up on
-    state, not on every step of it. Queued bytes are bounded (the initial slice aside: it is the
-    hub's own documents); past the bound, or past `MAX_PENDING` events, the subscriber is dropped
-    (`FellBehind`: its agent resumes and re-reads its slice). `wake` (a coroutine's
-    subscription) is called from the hub's thread when events arrive for a consumer that has
-    drained the queue."""
-
-    def __init__(self, node: str, max_bytes: int = MAX_BYTES, wake: Callable[[], None] | None = None) -> None:
-        self.node, self.max_bytes = node, max_bytes
-        self.items: deque[Event | _Fanout] = deque()
-        self.count = 0  # events queued
-        self.queued_bytes = 0
-        self.exempt = 0  # leading items not counted in bytes (the initial slice)
-        self.delivered = 0  # the newest revision handed out
-        self.dropped: FellBehind | None = None
-        self.cond = threading.Condition(threading.Lock())
-        self._wake = wake
-        self._woken = False  # a wake is on its way: no second one until the consumer drains
-
-    def push(self, events: list[Event], fanout: _Fanout | None = None, counted: bool = True) -> None:
-        with self.cond:
-            if self.dropped is not None:
-                return
-            added = len(events) + (len(fanout.events) if fanout is not None else 0)
-            size = 0
-            if counted:
-                size = sum(_size(e) for e in events) + (fanout.size if fanout is not None else 0)
-            if self.items and (self.count + added > MAX_PENDING or self.queued_bytes + size > self.max_bytes):
-                self.dropped = FellBehind(self.delivered, self.queued_bytes + size, self.max_bytes)
-                self.items.clear()
-                self.count = self.queued_bytes = self.exempt = 0
-            else:
-                self.items.extend(events)
-                if fanout is not None:
-                    self.items.append(fanout)
-                self.count += added
-                self.queued_bytes += size
-                if not counted:
-                    self.exempt += len(events) + (fanout is not None)
-            self.cond.notify_all()
-            wake, self._woken = (self._wake and not self._woken), True
-        if wake:
-            self._wake()
-
-    def get(self, timeout: float, limit: int = 1) -> SliceBatch:
-        """Up to about `limit` queued events, waiting up to `timeout` for the first; raises
-        `FellBehind` once the subscriber was dropped."""
-        with self.cond:
-            if not self.items and self.dropped is None:
-                self.cond.wait(timeout)
-            return self._take(limit)
-
-    def take(self, limit: int) -> SliceBatch:
-        """Up to about `limit` queued events, without waiting (an empty batch re-arms `wake`)."""
-        with self.cond:
-            return self._take(limit)
-
-    def _take(self, limit: int) -> SliceBatch:
-        if self.dropped is not None:
-            raise self.dropped
-        taken: list[Event | _Fanout] = []
-        size = 0
-        while self.items and size < limit:  # a fanout is taken whole
-            item = self.items.popleft()
-            taken.append(item)
-            size += len(item.events) if isinstance(item, _Fanout) else 1
-            if self.exempt:
-                self.exempt -= 1
-            else:
-                self.queued_bytes -= item.size if isinstance(item, _Fanout) else _size(item)
-        self.count -= size
-        if not self.items:
-            self._woken = False
-        # Newest first: a shared key already seen (later in the queue) supersedes this version.
-        later: set[str] = set()
-        for item in self.items:  # only a subscriber that lags has any left
-            if isinstance(item, _Fanout):
-                later |= item.keys
-        events: list[Event] = []
-        parts: list[bytes] = []
-        fanouts = sum(isinstance(item, _Fanout) for item in taken)
-        for item in reversed(taken):
-            if isinstance(item, _Fanout):
-                fanouts -= 1
-                if later.isdisjoint(item.keys):
-                    events.extend(reversed(item.events))
-                    parts.append(item.wire())  # the common case: encoded once for every node
-                else:
-                    for event in reversed(item.events):
-                        if event.key not in later:
-                            events.append(event)
-                            parts.append(event.wire())
-                if fanouts:
-                    later |= item.keys
-            else:
-                events.append(item)
-                parts.append(item.wire())
-        events.reverse()
-        parts.reverse()
-        batch = SliceBatch(events)
-        batch.parts = parts
-        if events:
-            self.delivered = max(self.delivered, max(e.revision for e in events))
-        return batch
-
-
-def _size(event: Event) -> int:
-    return _OVERHEAD + len(event.key) + len(event.value_json)
+_ROUTED = (PLACEMENTS, ADDRESSES, INSTANCES, DESIRED_SERVICES, ROLLOUTS, *_SHARED, *_OWN)
 
 
 def _instance_of(key: str) -> str:
     """"tenant/instance" of a placement, address or instance key."""
     parts = key.split("/")
-    return f"{parts[-3] if key.startswith(_INSTANCES) else parts[-2]}/{parts[-1]}"
+    return f"{parts[-3] if key.startswith(INSTANCES) else parts[-2]}/{parts[-1]}"
 
 
 class SliceHub:
@@ -270,7 +76,7 @@ class SliceHub:
     def __init__(self, store: Store, max_bytes: int = MAX_BYTES) -> None:
         self.store, self.max_bytes = store, max_bytes
         self._lock = threading.Lock()
-        self._subs: dict[str, set[_Subscriber]] = defaultdict(set)
+        self._subs: dict[str, set[NodeQueue]] = defaultdict(set)
         self._thread: threading.Thread | None = None
         self._watch: Any = None
         self._subscribing = ThreadPoolExecutor(1, thread_name_prefix="cca-slice-subscribe")
@@ -296,7 +102,7 @@ class SliceHub:
     def batches(self, node: str, from_revision: int, active: Callable[[], bool], limit: int = BATCH
                 ) -> Iterator[list[Event]]:
         """The same events in lists of up to `limit`: whatever is queued when the consumer asks."""
-        sub = _Subscriber(node, self.max_bytes)
+        sub = NodeQueue(node, self.max_bytes)
         self._subscribe(sub, from_revision)
         try:
             while active():
@@ -319,7 +125,7 @@ class SliceHub:
             except RuntimeError:  # the loop closed (server stopped): nobody is waiting
                 pass
 
-        sub = _Subscriber(node, self.max_bytes, wake)
+        sub = NodeQueue(node, self.max_bytes, wake)
         # The first subscription reads the whole store, each builds the node's slice: not on the
         # event loop, and one at a time on their own thread (they take the hub's lock anyway), so
         # a thousand nodes connecting at once do not queue ahead of other blocking work.
@@ -335,7 +141,7 @@ class SliceHub:
         finally:
             self._unsubscribe(sub)
 
-    def _subscribe(self, sub: _Subscriber, from_revision: int) -> None:
+    def _subscribe(self, sub: NodeQueue, from_revision: int) -> None:
         sub.delivered = max(0, from_revision)
         with self._lock:
             self._start()
@@ -345,7 +151,7 @@ class SliceHub:
                 sub.push([Event("resync", "", None, self.revision)])
             self._subs[sub.node].add(sub)
 
-    def _unsubscribe(self, sub: _Subscriber) -> None:
+    def _unsubscribe(self, sub: NodeQueue) -> None:
         with self._lock:
             self._subs[sub.node].discard(sub)
 
@@ -420,7 +226,7 @@ class SliceHub:
 
     def _dispatch(self, batch: list[Event]) -> None:
         out: dict[str, list[Event]] = defaultdict(list)
-        shared: list[Event] = []  # for every node: one `_Fanout`
+        shared: list[Event] = []  # for every node: one `Fanout`
         for event in batch:
             if event.kind == "resync":
                 log.warning("slice hub: store history compacted; every agent re-reads its slice")
@@ -441,7 +247,7 @@ class SliceHub:
                             shared.append(made[kind, key])
                     if node is not None:
                         out[node].append(made[kind, key])
-        fanout = _Fanout(shared) if shared else None
+        fanout = Fanout(shared) if shared else None
         for node, subs in self._subs.items():
             events = out.get(node, [])
             if events or fanout is not None:
@@ -463,11 +269,11 @@ class SliceHub:
         else:
             self._docs[key] = value
         kind = "put" if value is not None else "delete"
-        if key.startswith(_PLACEMENTS):
+        if key.startswith(PLACEMENTS):
             return self._placement(key, old, value)
-        if key.startswith(_ADDRESSES):
+        if key.startswith(ADDRESSES):
             return self._address(key, old, value)
-        if key.startswith(_INSTANCES):
+        if key.startswith(INSTANCES):
             instance = _instance_of(key)
             if value is None:
                 self._instance_key.pop(instance, None)
@@ -476,7 +282,7 @@ class SliceHub:
             node = self._node_of.get(instance)
             return [(node, kind, key, value)] if node else []
         if key.startswith(_PER_SERVICE):
-            service = key[len(_SERVICES if key.startswith(_SERVICES) else ROLLOUTS):]
+            service = key[len(DESIRED_SERVICES if key.startswith(DESIRED_SERVICES) else ROLLOUTS):]
             return [(node, kind, key, value) for node, n in self._service_nodes.get(service, {}).items() if n]
         if key.startswith(_SHARED):
             return [(None, kind, key, value)]  # every node: `_dispatch` fans it out once

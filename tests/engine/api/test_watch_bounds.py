@@ -13,7 +13,8 @@ import pytest
 
 from ccattler.engine.api.errors import FellBehind, fell_behind_at
 from ccattler.engine.api.gen.ccattler.v1 import api_pb2
-from ccattler.engine.api.slice import Event, SliceHub, _Subscriber
+from ccattler.engine.api.slice import SliceHub
+from ccattler.engine.api.slice_queue import Event, NodeQueue
 
 LIMIT = 1024 * 1024
 DOC = "x" * (256 * 1024)
@@ -92,7 +93,7 @@ def test_a_stalled_slice_subscriber_is_dropped_and_its_agent_re_reads(tmp_path):
 
 
 def test_a_subscriber_counts_bytes_beyond_its_initial_slice_only():
-    sub = _Subscriber("n1", max_bytes=2500)
+    sub = NodeQueue("n1", max_bytes=2500)
     big = [Event("put", f"derived/placement/t/i{i}", None, 1, "y" * 900) for i in range(5)]
     sub.push(big, counted=False)
     assert sub.queued_bytes == 0
