@@ -79,20 +79,24 @@ def spawn(home: Path, name: str, args: list[str], prefix: list[str] | None = Non
     return process
 
 
-def stop(home: Path, name: str, timeout: float = 15.0) -> bool:
-    """SIGTERM `name`, SIGKILL it after `timeout`; True if it was running."""
-    pid = running_pid(home, name)
-    (home / "run" / f"{name}.pid").unlink(missing_ok=True)
-    if pid is None:
-        return False
-    os.kill(pid, signal.SIGTERM)
+def stop(home: Path, names: list[str], timeout: float = 15.0) -> list[str]:
+    """SIGTERM every one of `names` at once, SIGKILL those still alive after `timeout`; the names
+    that were running. All at once: each agent takes seconds to stop its containers."""
+    pids = {}
+    for name in names:
+        pid = running_pid(home, name)
+        (home / "run" / f"{name}.pid").unlink(missing_ok=True)
+        if pid is not None:
+            os.kill(pid, signal.SIGTERM)
+            pids[name] = pid
     deadline = time.monotonic() + timeout
-    while _alive(pid):
+    while alive := [pid for pid in pids.values() if _alive(pid)]:
         if time.monotonic() > deadline:
-            os.kill(pid, signal.SIGKILL)
+            for pid in alive:
+                os.kill(pid, signal.SIGKILL)
             deadline = time.monotonic() + 5
         time.sleep(0.05)
-    return True
+    return list(pids)
 
 
 def _alive(pid: int) -> bool:
@@ -173,12 +177,15 @@ def remove_node_leftovers(layout: Layout, say: Callable[[str], None] = print) ->
         from ccattler.cli.multinode import Underlay
 
         underlay = Underlay(**layout.underlay)
+        cleanups = {  # each node's own containers, bridge, nft and overlay, from inside it, at once
+            node: subprocess.Popen([*underlay.enter(node), *CCA, *node_agent_args(layout, node), "--cleanup"],
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            for node in layout.nodes}
         problems = []
-        for node in layout.nodes:  # each node's own containers, bridge, nft and overlay, from inside it
-            command = [*underlay.enter(node), *CCA, *node_agent_args(layout, node), "--cleanup"]
-            result = subprocess.run(command, capture_output=True, text=True)
-            if result.returncode != 0:
-                problems.append(f"node {node}: {(result.stderr or result.stdout).strip()[-300:]}")
+        for node, cleanup in cleanups.items():
+            out, err = cleanup.communicate()
+            if cleanup.returncode != 0:
+                problems.append(f"node {node}: {(err or out).strip()[-300:]}")
         problems += underlay.destroy()
         for problem in problems:
             say(f"could not remove: {problem}")
@@ -203,13 +210,13 @@ def down(home: Path, say: Callable[[str], None]) -> bool:
     """Stop the agent(s), remove what they left on the node(s), stop the server; False if nothing ran."""
     layout = Layout.load(home)
     agents = [f"agent-{n}" for n in layout.nodes] if layout and layout.underlay else []
-    stopped = [name for name in [*PROCESSES[:1], *agents] if stop(home, name)]
+    stopped = stop(home, [*PROCESSES[:1], *agents])
     if layout is not None:
         try:  # whatever happens here, the server below is still stopped
             remove_node_leftovers(layout, say)
         except Exception as exc:  # noqa: BLE001 (reported; `cca down` finishes its steps)
             say(f"could not remove the node's containers and network: {exc}")
-    stopped += [name for name in PROCESSES[1:] if stop(home, name)]
+    stopped += stop(home, list(PROCESSES[1:]))
     (home / "run" / "up.json").unlink(missing_ok=True)
     if layout is None and not stopped:
         return False
