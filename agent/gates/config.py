@@ -1,9 +1,16 @@
 """HAProxy's configuration for a node's gates: one frontend per listen port on the node address,
 host and path ACLs choosing a backend per gate, and per backend its server slots (free slots
-`disabled`, so the runtime API can fill them without a reload)."""
+`disabled`, so the runtime API can fill them without a reload).
+
+Sticky cookies are HAProxy's dynamic cookies (`cookie … dynamic`): a server's cookie value is a
+hash of its address, port and the backend's `dynamic-cookie-key`, recomputed by `set server … addr`.
+The key is derived from the gate's name, so every node gives one backend instance the same value
+whatever slot it sits in there — a cookie from one node's gate picks the same instance on all of
+them. (2.6 refuses `cookie` on `add server`, and has no command to set a slot's cookie.)"""
 
 from __future__ import annotations
 
+import hashlib
 from collections import defaultdict
 from collections.abc import Mapping
 from pathlib import Path
@@ -17,6 +24,12 @@ FREE_ADDRESS = "127.0.0.1"
 NO_ROUTE = "gates_no_route"
 TIMEOUTS = {"connect": "5s", "client": "60s", "server": "60s", "http-keep-alive": "60s",
             "http-request": "10s"}
+
+
+def cookie_key(gate: Gate) -> str:
+    """The backend's `dynamic-cookie-key`: the same on every node (it names the gate, nothing of
+    the node). Not a secret — it keeps values stable, it does not hide backend addresses."""
+    return hashlib.sha256(f"ccattler-gate:{gate.name}".encode()).hexdigest()[:32]
 
 
 def render(gates: list[Gate], slots: Mapping[str, Slots], address: str, socket: Path) -> str:
@@ -70,12 +83,12 @@ def _backend(gate: Gate, slots: Slots) -> list[str]:
     if gate.sticky:
         s = gate.sticky
         options = " secure" * s.secure + " httponly" * s.http_only
-        lines.append(f'    cookie {s.cookie} insert indirect nocache{options} '
-                     f'attr "SameSite={s.same_site.title()}"')
+        lines += [f'    cookie {s.cookie} insert indirect nocache dynamic{options} '
+                  f'attr "SameSite={s.same_site.title()}"',
+                  f"    dynamic-cookie-key {cookie_key(gate)}"]
     for slot in range(1, slots.size + 1):
         taken = slots.taken.get(slot)
         address = taken[1] if taken else FREE_ADDRESS
-        cookie = f" cookie {server_name(slot)}" if gate.sticky else ""
-        lines.append(f"    server {server_name(slot)} {address}:{gate.target_port}{cookie}"
+        lines.append(f"    server {server_name(slot)} {address}:{gate.target_port}"
                      + ("" if taken else " disabled"))
     return lines

@@ -1,8 +1,8 @@
 """Server slots of each gate backend and the runtime-API commands that move them.
 
-A backend has a fixed number of server slots (`s1`…`sN`, each with its own sticky cookie value):
-an endpoint keeps its slot while it stays (so its cookie keeps pointing at it), a gone endpoint's
-slot goes to maintenance, a new one takes the lowest free slot. Filling or emptying a slot is a
+A backend has a fixed number of server slots (`s1`…`sN`; a slot's sticky cookie follows the
+address it holds, config.py): an endpoint keeps its slot while it stays, a gone endpoint's slot
+goes to maintenance, a new one takes the lowest free slot. Filling or emptying a slot is a
 runtime-API change (established connections stay); only needing more slots than the backend has
 is a structural change (a reload with twice as many).
 """

@@ -3,13 +3,14 @@
 `plan_changes(state, principal, writes, summary)` takes the documents a request writes (None for a
 deletion) and returns a `Plan`: the changes, the denials and warnings of admission.lp and the
 operator policies (after mutation, on the effective result), and the puts, deletes and compares
-of the one transaction that commits it.
+of the one transaction that commits it — with the external-port claims its services take or
+release (port_claims.py).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ccattler.engine.admission.breakglass import break_glass
@@ -18,6 +19,7 @@ from ccattler.engine.admission.escalation import add_conferred
 from ccattler.engine.admission.evaluate import Context, Verdict, evaluate, wanted_signatures
 from ccattler.engine.admission.model import Change, Denial, ObjectRef, PolicyWarning, Principal
 from ccattler.engine.admission.mutation import apply_mutations
+from ccattler.engine.admission.port_claims import Claim, claim_writes, read_claims
 from ccattler.engine.admission.vocabulary import (
     Facts,
     Request,
@@ -37,6 +39,7 @@ from ccattler.engine.facts.keys import (
     DESIRED_ROLES,
     DESIRED_SECRETS,
     DESIRED_TENANTS,
+    EXTERNAL_PORT_CLAIMS,
 )
 from ccattler.engine.store import Compare, Store
 
@@ -54,10 +57,13 @@ class State:
     docs: Mapping[str, Mapping[str, Any]]
     mod_revisions: Mapping[str, int]
     policies: tuple[tuple[str, str], ...]  # (name, .lp text), by name
+    #: External-port claims at the same revision (read with `desired/`), claim key → Claim.
+    claims: Mapping[str, Claim] = field(default_factory=dict)
 
 
 def read_state(store: Store, prefixes: tuple[str, ...] = (DESIRED,)) -> State:
-    """Documents under `prefixes` (`desired/lp/` split out as operator policies)."""
+    """Documents under `prefixes` (`desired/lp/` split out as operator policies); with `desired/`
+    also the external-port claims, at the same revision."""
     docs: dict[str, Mapping[str, Any]] = {}
     mods: dict[str, int] = {}
     revision = 0
@@ -66,11 +72,14 @@ def read_state(store: Store, prefixes: tuple[str, ...] = (DESIRED,)) -> State:
         for fact in facts:
             docs[fact.key] = fact.value
             mods[fact.key] = fact.mod_revision
+    claims = {}
+    if DESIRED in prefixes:
+        claims = read_claims(store.range(EXTERNAL_PORT_CLAIMS, revision or None)[0])
     policies = tuple(
         (docs[key]["name"], docs[key]["text"]) for key in sorted(docs)
         if key.startswith(DESIRED_LP) and docs[key].get("program", "admission") == "admission"
     )
-    return State(revision, docs, mods, policies)
+    return State(revision, docs, mods, policies, claims)
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,12 +212,15 @@ def plan_changes(
     added, changed, removed, unchanged = classes
     touched = [c.ref.key for c in added + changed + removed]
     guarded = sorted(set(touched) | {k for k in state.docs if k.startswith(GUARDED_PREFIXES)})
+    puts = {c.ref.key: c.new for c in added + changed}
+    deletes = tuple(c.ref.key for c in removed)
+    claims = claim_writes(state.docs, state.claims, puts, deletes)
     return Plan(
         revision=state.revision,
         added=tuple(added), changed=tuple(changed), removed=tuple(removed), unchanged=tuple(unchanged),
         denials=tuple(denials),
         warnings=warnings + verdict.warnings,
-        puts={c.ref.key: c.new for c in added + changed},
-        deletes=tuple(c.ref.key for c in removed),
-        compares=tuple(Compare(k, state.mod_revisions.get(k, 0)) for k in guarded),
+        puts={**puts, **claims.puts},
+        deletes=deletes + tuple(claims.deletes),
+        compares=tuple(Compare(k, state.mod_revisions.get(k, 0)) for k in guarded) + tuple(claims.compares),
     )

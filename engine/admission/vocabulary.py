@@ -291,7 +291,7 @@ def _add_usage(facts: Facts, state: Const, tenant: str, docs: Mapping[str, Mappi
             facts.add("tenant_volume", state, tenant, doc["name"], size)
 
 
-def _external_ports(doc: Mapping[str, Any] | None) -> set[tuple[int, str]]:
+def external_ports(doc: Mapping[str, Any] | None) -> set[tuple[int, str]]:
     """(port, l4 protocol) of a service's external exposes (`http` is TCP at the node port)."""
     ports = set()
     for expose in (doc or {}).get("expose") or ():
@@ -308,11 +308,11 @@ def add_external_claims(facts: Facts, requests: Iterable[Request],
     wanted: set[tuple[int, str]] = set()
     for req in requests:
         if req.kind == "service" and req.verb in ("create", "update") and req.ref is not None:
-            wanted |= _external_ports(req.new)
+            wanted |= external_ports(req.new)
     if not wanted:
         return
     for key, doc in after.items():
         if key.startswith(DESIRED_SERVICES):
             name = key[len(DESIRED_SERVICES):]
-            for port, protocol in sorted(_external_ports(doc) & wanted):
+            for port, protocol in sorted(external_ports(doc) & wanted):
                 facts.add("external_claim", name, port, Const(protocol))

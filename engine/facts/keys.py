@@ -89,6 +89,13 @@ METRICS = "observed/metric/"
 INTENT = "intent/"
 NODE_INTENT = "intent/node/"
 
+#: Claims on cluster-wide resources one object may hold at a time, written by the API server in
+#: the same transaction as the apply that takes or releases them, guarded on their revision, so
+#: two applies (through any API server on one store) never both win one.
+CLAIMS = "claim/"
+#: `claim/external-port/<proto>/<port>` → `{"service": "tenant/name", "port", "protocol"}`.
+EXTERNAL_PORT_CLAIMS = "claim/external-port/"
+
 #: One writer per key, decided by its prefix (longest prefix wins).
 PREFIX_OWNERS: dict[str, str] = {
     DESIRED: "api",
@@ -96,6 +103,7 @@ PREFIX_OWNERS: dict[str, str] = {
     SECRETS: "api",
     AUDIT: "api",
     INTENT: "api",
+    CLAIMS: "api",
     INSTANCES: "instance-controller",
     ROLLOUTS: "rollout-controller",
     NODE_CONDITIONS: "failure-controller",

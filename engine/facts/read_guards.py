@@ -12,6 +12,7 @@ from ccattler.engine.facts.keys import (
     ADDRESSES,
     AUDIT,
     AUTH,
+    CLAIMS,
     DESIRED,
     DESIRED_CONNECTIONS,
     DESIRED_GRANTS,
@@ -74,6 +75,7 @@ READ_GUARDS: dict[str, tuple[str, int | None]] = {
     LEADER: ("service", None),  # what `cca status` shows
     SECRETS: ("cluster", None),  # encrypted values: metadata comes from views.secrets
     AUTH: ("cluster", None),  # users and token hashes
+    CLAIMS: ("cluster", None),  # name services of every tenant
 }
 
 

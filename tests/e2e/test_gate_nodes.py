@@ -3,8 +3,9 @@ gate's `listen` port), so the gate answers on all three nodes. Two host names ro
 service's ready backends (on any node: HAProxy connects over the overlay); a request carrying the
 sticky cookie HAProxy inserted is answered by the same backend every time; a host no gate names
 gets the 404 of `gates_no_route`. Requests are made from the host, as a client outside does.
-Stickiness is per node: whether a cookie from one node picks the same backend on another is
-printed, not asserted (slot numbering follows each node's endpoint history)."""
+Stickiness holds across nodes: the cookie value is HAProxy's dynamic cookie (a hash of the
+backend's address and port with a key from the gate's name), so every node gives a backend the
+same value and a cookie from one node's gate is answered by the same backend through every other."""
 
 from __future__ import annotations
 
@@ -78,7 +79,12 @@ gate g{tag} {{
             mappings[node] = cookies
         status, _, body = http_get(address, LISTEN, host=f"other-{tag}.example.com")
         assert status == 404 and "no gate" in body, (node, status, body)
-    # Cookie values are each node's slot names: they agree across nodes only when the nodes filled
-    # their slots in the same order (docs/agent.md, "Gates"), so this is reported, not asserted.
-    agree = len({tuple(sorted(m.items())) for m in mappings.values()}) == 1
-    print(f"the same cookie names the same backend on every node: {'yes' if agree else 'no'}")
+    # The same cookie names the same backend on every node, whatever slots each node filled.
+    first, *others = sorted(mappings)
+    for node in others:
+        assert mappings[node] == mappings[first], f"{node} {mappings[node]} != {first} {mappings[first]}"
+    for backend, value in sorted(mappings[first].items()):
+        for node, where in sorted(nodes.items()):
+            for host in hosts:
+                got = http_get(where["address"], LISTEN, host=host, cookie=value)[2]
+                assert got == backend, f"cookie {value} from {first} reached {got} via {node}, not {backend}"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from ccattler.agent.gates.config import render
+from ccattler.agent.gates.config import cookie_key, render
 from ccattler.agent.gates.model import backend_addresses, gates_from_slice
 from ccattler.agent.gates.slots import Slots
 
@@ -44,9 +44,12 @@ def test_frontend_routes_hosts_and_paths_most_specific_first():
 def test_sticky_cookie_and_slots():
     text = rendered()
     shop = text.split("backend g_default__shop\n", 1)[1].split("\n\n", 1)[0]
-    assert '    cookie SRV insert indirect nocache secure httponly attr "SameSite=Strict"' in shop
-    assert "    server s1 10.88.1.2:8080 cookie s1\n" in shop  # the address-less endpoint has no slot
-    assert "    server s8 127.0.0.1:8080 cookie s8 disabled" in shop and " s9 " not in shop
+    assert '    cookie SRV insert indirect nocache dynamic secure httponly attr "SameSite=Strict"' in shop
+    # the cookie value is HAProxy's hash of the server's address, port and this key: no per-slot value
+    key = cookie_key(gates_from_slice(FACTS)[0][1])
+    assert f"    dynamic-cookie-key {key}\n" in shop and len(key) == 32
+    assert "    server s1 10.88.1.2:8080\n" in shop  # the address-less endpoint has no slot
+    assert "    server s8 127.0.0.1:8080 disabled" in shop and " s9 " not in shop
     api = text.split("backend g_default__api\n", 1)[1].split("\n\n", 1)[0]
     assert "balance source" in api and "cookie" not in api and "server s1 127.0.0.1:9000 disabled" in api
 

@@ -1,10 +1,12 @@
 """A real HAProxy (Debian's) driven by `Gates` on loopback: python HTTP servers on 127.0.0.x as
-backends, the gate on a free port of 127.0.0.1. Host and path routing, a sticky cookie, and an
-endpoint change through the runtime API under an established keep-alive connection."""
+backends, the gate on a free port of 127.0.0.1. Host and path routing, a sticky cookie, an
+endpoint change through the runtime API under an established keep-alive connection, and two
+nodes' HAProxies that hold the backends in different slots giving one backend the same cookie."""
 
 from __future__ import annotations
 
 import http.client
+import re
 import shutil
 import socket
 import threading
@@ -40,11 +42,12 @@ def _free_port() -> int:
 
 @pytest.fixture
 def backends() -> Iterator[tuple[int, int]]:
-    """web-a on 127.0.0.2, web-b on 127.0.0.3 (one port), api-a on 127.0.0.4 (another)."""
+    """web-a on 127.0.0.2, web-b on 127.0.0.3, web-c on 127.0.0.5 (one port), api-a on 127.0.0.4
+    (another)."""
     web, api = _free_port(), _free_port()
     servers = []
     for name, address, port in (("web-a", "127.0.0.2", web), ("web-b", "127.0.0.3", web),
-                                ("api-a", "127.0.0.4", api)):
+                                ("web-c", "127.0.0.5", web), ("api-a", "127.0.0.4", api)):
         server = ThreadingHTTPServer((address, port), _Named)
         server.name = name  # type: ignore[attr-defined]
         servers.append(server)
@@ -101,7 +104,7 @@ def test_host_and_path_routing_and_a_sticky_cookie(gates, backends):
     assert get(conn, "shop.example.com", "/apix")[1].startswith("web-")  # a whole path segment only
     assert get(conn, "other.example.com")[0] == 404
     status, body, cookie = get(conn, "shop.example.com")
-    assert status == 200 and cookie and cookie.startswith("SRV=s") and "HttpOnly" in cookie
+    assert status == 200 and cookie and re.match(r"SRV=[0-9a-f]{16};", cookie) and "HttpOnly" in cookie
     pinned = cookie.split(";")[0]
     assert {get(conn, "shop.example.com", cookie=pinned)[1] for _ in range(6)} == {body}
     conn.close()
@@ -151,3 +154,45 @@ def test_request_rates_come_from_haproxys_counters(gates, backends):
     conn.close()
     assert gates.request_rates(102.0) == {"default/web": 4.0, "default/api": 1.0}
     assert gates.request_rates(104.0) == {"default/web": 0.0, "default/api": 0.0}
+
+
+def test_one_cookie_picks_the_same_backend_on_every_node(tmp_path, backends):
+    """Node 1 fills its slots a, b (then c through the runtime API), node 2 c first, then b, a:
+    different slots, the same cookie per backend. A cookie whose backend is gone on a node falls
+    back to another backend there and is re-stuck to it (a new Set-Cookie), which node 1 honours."""
+    web, api = backends
+    one, two = Gates("n1", tmp_path / "n1"), Gates("n1", tmp_path / "n2")
+    try:
+        ports = _free_port(), _free_port()
+        one.sync(slice_of(ports[0], web, api, BOTH))
+        two.sync(slice_of(ports[1], web, api, {"web-c": "127.0.0.5"}))
+        one.sync(slice_of(ports[0], web, api, {**BOTH, "web-c": "127.0.0.5"}))
+        two.sync(slice_of(ports[1], web, api, {"web-c": "127.0.0.5", "web-b": "127.0.0.3"}))
+        two.sync(slice_of(ports[1], web, api, {"web-c": "127.0.0.5", "web-b": "127.0.0.3",
+                                               "web-a": "127.0.0.2"}))
+        assert one.runtime_changes == 1 and two.runtime_changes == 2
+        assert one._slots["g_default__shop"].taken != two._slots["g_default__shop"].taken
+        nodes = [http.client.HTTPConnection("127.0.0.1", port, timeout=5) for port in ports]
+
+        def cookies(conn: http.client.HTTPConnection) -> dict[str, str]:
+            found = {}
+            for _ in range(6):
+                _, body, set_cookie = get(conn, "shop.example.com")
+                found[body.split()[0]] = set_cookie.split(";")[0]
+            return found
+
+        first, second = cookies(nodes[0]), cookies(nodes[1])
+        assert set(first) == {"web-a", "web-b", "web-c"} and first == second
+        for backend, value in first.items():
+            for conn in nodes:
+                assert {get(conn, "shop.example.com", cookie=value)[1] for _ in range(3)} == {f"{backend} /"}
+        two.sync(slice_of(ports[1], web, api, {"web-a": "127.0.0.2", "web-b": "127.0.0.3"}))  # c gone there
+        status, body, restuck = get(nodes[1], "shop.example.com", cookie=first["web-c"])
+        assert status == 200 and body.split()[0] in {"web-a", "web-b"}
+        assert restuck and restuck.split(";")[0] == first[body.split()[0]]
+        assert get(nodes[0], "shop.example.com", cookie=restuck.split(";")[0])[1] == body
+        for conn in nodes:
+            conn.close()
+    finally:
+        one.stop()
+        two.stop()

@@ -69,14 +69,14 @@ def test_endpoint_changes_go_through_the_runtime_api_and_structure_changes_reloa
     gates = Gates("n1", tmp_path, process=process, api=api)
     gates.sync(facts({"web-a": "10.0.0.1"}))
     assert gates.reloads == 1 and api.sent == []
-    assert "server s1 10.0.0.1:8080 cookie s1" in process.configs[-1]
+    assert "server s1 10.0.0.1:8080\n" in process.configs[-1]
     gates.sync(facts({"web-a": "10.0.0.1"}))  # nothing changed: nothing sent
     gates.sync(facts({"web-b": "10.0.0.2"}))
     assert gates.reloads == 1 and api.sent == [
         "set server g_default__shop/s1 state maint",
         "set server g_default__shop/s1 addr 10.0.0.2 port 8080", "set server g_default__shop/s1 state ready"]
     gates.sync(facts({"web-b": "10.0.0.2"}, hosts=("shop.example.com", "www.example.com")))
-    assert gates.reloads == 2 and "server s1 10.0.0.2:8080 cookie s1" in process.configs[-1]
+    assert gates.reloads == 2 and "server s1 10.0.0.2:8080\n" in process.configs[-1]
     many = {f"w{n}": f"10.0.1.{n}" for n in range(9)}
     gates.sync(facts(many, hosts=("shop.example.com", "www.example.com")))
     assert gates.reloads == 3 and "server s32 " in process.configs[-1]  # outgrew its 8 slots
@@ -90,7 +90,7 @@ def test_a_refused_command_falls_back_to_a_reload(tmp_path):
     gates.sync(facts({"web-a": "10.0.0.1"}))
     api.answer = "No such server.\n"
     gates.sync(facts({"web-b": "10.0.0.2"}))
-    assert gates.reloads == 2 and "server s1 10.0.0.2:8080 cookie s1" in process.configs[-1]
+    assert gates.reloads == 2 and "server s1 10.0.0.2:8080\n" in process.configs[-1]
 
 
 def test_failures_are_logged_not_raised(tmp_path, caplog):
