@@ -25,8 +25,9 @@ def scaling_lines(doc: Mapping[str, Any]) -> list[str]:
         if "ready" in t:
             counts = (f", {t['ready']} ready / {t['unready']} unready / {t['missing']} missing"
                       f" / {t['ignored']} ignored")
+        sources = f" (samples from {', '.join(t['sources'])})" if t.get("sources") else ""
         out.append(f"    {t['term']}: observed {t.get('observed')} target {t.get('target')}{counts}"
-                   f" → {t['recommendation']}")
+                   f" → {t['recommendation']}{sources}")
     if doc.get("floor") is not None:
         out.append(f"    schedule floor: {doc['floor']}")
     if doc.get("clamp"):

@@ -85,6 +85,10 @@ class AutoscaleController:
             history = [[now_ms, now_ms, current]]
         h = service["scale"]["horizontal"]
         d = horizontal.decide(h, current, insts, events, now_ms, history, self.time_zone)
+        for t in d.terms:  # where each term's samples came from (`gate`, `dataplane`, `cli`, …)
+            by_src = fresh.get(t["metric"])
+            if by_src:
+                t["sources"] = sorted({str(s.get("source") or src) for src, s in by_src.items()})
         doc = {"service": full, "desired": d.desired, "recommended": d.recommended, "term": d.term,
                "terms": d.terms, "reasons": d.reasons, "hold": d.hold, "clamp": d.clamp,
                "floor": d.floor, "history": d.history, "min": h.get("min"), "max": h.get("max")}

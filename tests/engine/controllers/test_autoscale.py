@@ -47,6 +47,8 @@ def test_cpu_drives_a_scale_up_and_the_instance_controller_follows():
 def test_a_service_total_is_shared_by_the_instances_and_stale_samples_are_missing():
     doc = decide(AutoscaleController(), world(3, rps=900), T0)
     assert (doc["desired"], doc["term"]) == (9, "target requests_per_second")
+    rps = next(t for t in doc["terms"] if t["metric"] == "requests_per_second")
+    assert rps["sources"] == ["cli"]  # explain names where the samples came from
     stale = decide(AutoscaleController(sample_period=10), world(3, rps=900, rps_time=T0 - 31), T0)
     assert (stale["desired"], stale["term"]) == (3, "none")
 
