@@ -50,7 +50,8 @@ def check_metric_interval(seconds: float) -> float:
     15 s sample periods, so a slower node would look idle between samples."""
     if not 0 < seconds <= MAX_METRIC_INTERVAL:
         raise CcaError(f"metric interval {seconds:g}s: expected more than 0 and at most "
-                       f"{MAX_METRIC_INTERVAL:g}s (the autoscaler counts a sample older than 45 s as missing)")
+                       f"{MAX_METRIC_INTERVAL:g}s (the autoscaler counts a sample older than 45 s "
+                       "as missing)")
     return seconds
 
 

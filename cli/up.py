@@ -183,7 +183,8 @@ def _context(name: str, server: str, config: Any) -> Any:
 
 def _agent_args(layout: Any, simulate: Path | None, nodes: int | None, ttl: float) -> list[str]:
     args = ["agent", "--runtime", layout.runtime, "--state-dir", layout.state_dir, "--bridge", layout.bridge,
-            "--ttl", str(ttl), "--dataplane", layout.dataplane, "--metric-interval", str(layout.metric_interval)]
+            "--ttl", str(ttl), "--dataplane", layout.dataplane,
+            "--metric-interval", str(layout.metric_interval)]
     if layout.runc_root:
         args += ["--runc-root", layout.runc_root]
     if simulate:
