@@ -114,13 +114,14 @@ def services(store: Store, tenant: str | None, tags: Mapping[str, str]) -> list[
                          scheduled=scheduled.get(full, 0), ready=ready.get(full, 0),
                          vip=_vip(vips.get(full)), dns=_dns(names.get(full)),
                          endpoints=_endpoints(endpoints.get(full)),
-                         rollout=_rollout(fact.value, rollouts.get(full))))
+                         rollout=_rollout(effective, rollouts.get(full))))
     return rows
 
 
 def _rollout(service: Any, doc: Any) -> dict[str, Any] | None:
     """The service's rollout at a glance (`cca apply --wait` waits for it): state, reason, revision,
-    and whether it is about the service's current spec (else the controller has not seen it yet)."""
+    and whether it is about the service's current (effective: with the autoscaler's requests) spec
+    (else the controller has not seen it yet)."""
     if not isinstance(doc, dict) or not isinstance(service, dict):
         return None
     from ccattler.engine.controllers.instance import spec_hash
