@@ -33,6 +33,12 @@ class AutoscaleController:
     def __init__(self, time_zone: str = "UTC", sample_period: float = 15.0) -> None:
         self.time_zone = time_zone
         self.sample_period = sample_period
+        self._due: float | None = None
+
+    def next_due(self) -> float | None:
+        """When a decision changes with time alone (the runner runs it then): the earliest end of a
+        stabilization hold or of a vertical change's wait, as of the last reconcile."""
+        return self._due
 
     def reconcile(self, snapshot: Snapshot, now: float) -> ChangeSet:
         services: dict[str, Mapping[str, Any]] = {}
@@ -61,6 +67,8 @@ class AutoscaleController:
             old = scales.get(full)
             if doc != old:
                 puts[SCALE + full] = doc
+        due = [d for full in services if (d := _due(puts.get(SCALE + full) or scales.get(full))) and d > now]
+        self._due = min(due) if due else None
         gone = frozenset(SCALE + f for f in scales if f not in services)
         return ChangeSet(puts=puts, deletes=gone)
 
@@ -152,6 +160,22 @@ def _vertical(v, service, requests, insts, previous, now_ms) -> dict:
                if new.get(k) != base.get(k) and isinstance(new.get(k), int)}
     out["requests"] = applied or None
     return out
+
+
+def _due(doc: Any) -> float | None:
+    """Unix seconds at which this document's decision may change without a new sample (a little
+    after the boundary: the window's test is strict)."""
+    if not isinstance(doc, Mapping):
+        return None
+    times = []
+    hold = doc.get("hold")
+    if isinstance(hold, Mapping) and isinstance(hold.get("until"), (int, float)):
+        times.append(hold["until"])
+    for p in (doc.get("pending") or {}).values():
+        if isinstance(p, Mapping) and isinstance(p.get("since"), (int, float)):
+            times.append(p["since"] + (vertical.UP_AFTER_MS if p.get("direction") == "up"
+                                       else vertical.DOWN_AFTER_MS))
+    return (min(times) + 10) / 1000 if times else None
 
 
 def _same_decision(previous: Mapping[str, Any], doc: Mapping[str, Any]) -> bool:

@@ -69,6 +69,8 @@ def test_failover_keeps_the_down_window():
     held = decide(fresh, world(6, cpu=50, rps=60, rps_time=T0 + 120, scale=stored), T0 + 120)
     assert held["desired"] == 6 and held["hold"]["direction"] == "down"
     assert "held at 6 until 09:07:00 by a recommendation at 09:02:00" in " ".join(held["reasons"])
+    # the runner runs it again when the window ends, whether or not a sample arrives then
+    assert fresh.next_due() == held["hold"]["until"] / 1000 + 0.01 == T0 + 420.01
     after = decide(AutoscaleController(), world(6, cpu=50, rps=60, rps_time=T0 + 421, scale=held), T0 + 421)
     assert after["desired"] == 2
 
