@@ -99,3 +99,19 @@ def test_explain_says_what_waits_and_what_was_applied():
     text = "\n".join(scaling_lines(doc))
     assert "requests set by the autoscaler: {'cpu': 286}" in text and "last vertical change" in text, text
     assert scaling_json(doc)["requests"] == {"cpu": 286}
+
+
+def test_cca_events_says_the_requests_changed():
+    from types import SimpleNamespace
+
+    from ccattler.engine.api.views import _scaling_reason
+
+    sim = BusySim(WEB)
+    sim.settle()
+    for _ in range(7):
+        sim.tick()
+    doc = sim.world.values["derived/scale/default/web"]
+    doc = {**doc, "at": doc["vertical_event"]["at"]}  # as written by the decision that applied it
+    reason = _scaling_reason(SimpleNamespace(key="derived/scale/default/web", value=doc))
+    assert reason.startswith("requests {'cpu': 100, 'memory': 67108864} → {'cpu': 286, "), reason
+    assert "vertical cpu 100 -> 286" in reason
