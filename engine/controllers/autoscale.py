@@ -5,7 +5,9 @@ readiness, cgroup `usage`), metric samples (`observed/metric/<t>/<svc>/<name>/<s
 its `time`) and its own previous document, whose `history` (runs of recommendations) is what makes
 stabilization survive a runner failover. Written only when the decision or the recommendation
 changes, so a steady cluster writes nothing (the metric samples themselves are the agents' and the
-API's writes). Decision code: engine/autoscale/horizontal.py; docs/autoscale.md.
+API's writes). Decision code: engine/autoscale/horizontal.py and vertical.py; docs/autoscale.md.
+A vertical block's applied `requests` become the effective service's resources (effective.py),
+so the rollout controller rolls them out as a new spec revision.
 """
 
 from __future__ import annotations
