@@ -38,9 +38,28 @@ from ccattler.engine.facts import CcaError
 from ccattler.engine.facts.keys import DNS
 
 RPS = "requests_per_second"
-#: How often the gates' and the data plane's counters are read (the autoscaler's sample period is 15 s).
+#: How often the gates' and the data plane's counters are read by default (`cca agent
+#: --metric-interval`; the autoscaler's sample period is 15 s, so at most `MAX_METRIC_INTERVAL`).
 LOAD_PERIOD = 10.0
+MAX_METRIC_INTERVAL = 15.0
 log = logging.getLogger(__name__)
+
+
+def check_metric_interval(seconds: float) -> float:
+    """A load-sampling interval the autoscaler can use: its samples go stale after three of its
+    15 s sample periods, so a slower node would look idle between samples."""
+    if not 0 < seconds <= MAX_METRIC_INTERVAL:
+        raise CcaError(f"metric interval {seconds:g}s: expected more than 0 and at most "
+                       f"{MAX_METRIC_INTERVAL:g}s (the autoscaler counts a sample older than 45 s "
+                       "as missing)")
+    return seconds
+
+
+def metric_refresh(interval: float) -> float:
+    """How old a steady sample may get before it is rewritten: 30 s at the default 10 s interval,
+    three intervals when they are shorter (a short interval is asked for to react fast, and a
+    rewrite is what lets the autoscaler decide again once a stabilization window has passed)."""
+    return min(30.0, 3 * interval)
 
 
 class NodeCore:
@@ -50,7 +69,7 @@ class NodeCore:
                  bridge: str = "cca0", backoff: Backoff = Backoff(), stop_timeout: float = 5.0,
                  no_masquerade: tuple[str, ...] = (), overlay: Overlay | None = None,
                  dataplane: str = "nftables", node_addresses: tuple[str, ...] = (),
-                 dns_port: int | None = 53):
+                 dns_port: int | None = 53, metric_interval: float = LOAD_PERIOD):
         self.node, self.runtime, self.bridge = node, runtime, bridge
         #: The node-local resolver (isolated runtimes: on the bridge's gateway), made with the network.
         self.dns_port = dns_port
@@ -85,7 +104,8 @@ class NodeCore:
         #: The node's HAProxy for gates (agent/gates/), made on the first apply that needs one.
         self.gates: Any = None
         #: Requests/s through those gates per target service, as autoscaler samples.
-        self.load = ServiceMetrics(node)
+        self.metric_interval = check_metric_interval(metric_interval)
+        self.load = ServiceMetrics(node, refresh=metric_refresh(metric_interval))
         self.connections = ConnectionLoad()
         self._next_load = 0.0
         #: Seats of `share network` service groups on this node (agent/sandboxes.py).
@@ -231,14 +251,14 @@ class NodeCore:
         self.gates.sync(facts)
 
     def _measured_load(self, facts: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
-        """Every `LOAD_PERIOD` seconds, requests/s per service as autoscaler samples
+        """Every `metric_interval` seconds, requests/s per service as autoscaler samples
         (`observed/metric/<t>/<svc>/requests_per_second/<node>`, agent/service_metrics.py): HTTP
         requests through this node's gates for the services they serve, new connections from this
         node to the VIP for the other services scaled on requests/s."""
         now = time.time()
         if now < self._next_load or (self.gates is None and self.dataplane is None):
             return self.load.documents()
-        self._next_load = now + LOAD_PERIOD
+        self._next_load = now + self.metric_interval
         values: dict[tuple[str, str], tuple[float, str]] = {}
         unread: set[str] = set()
         gated: set[str] = set()

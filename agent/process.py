@@ -162,11 +162,13 @@ class AgentOptions:
     tick: float = 1.0
     vxlan: tuple[int, int] = (42, 4789)  # VNI, UDP port
     cluster_cidr: str | None = None
+    #: Seconds between reads of the gates' and the data plane's counters (`--metric-interval`).
+    metric_interval: float = 10.0
 
 
 def make_core(name: str, kind: str, state_dir: Path, bridge: str, runc_root: Path | None,
               overlay: tuple[str, int, int] | None = None, cluster_cidr: str | None = None,
-              dataplane: str = "nftables") -> Any:
+              dataplane: str = "nftables", metric_interval: float = 10.0) -> Any:
     """A node's `NodeCore`. `overlay`: (underlay address, VNI, UDP port) of this node's VXLAN
     device, for runtimes with their own network."""
     from ccattler.agent.images.store import ImageStore
@@ -182,7 +184,7 @@ def make_core(name: str, kind: str, state_dir: Path, bridge: str, runc_root: Pat
     # container subnets reach each other unNATed: the receiver sees the sender's own address
     return NodeCore(name, runtime, state_dir=state_dir, bridge=bridge, overlay=vxlan,
                     no_masquerade=(cluster_cidr,) if cluster_cidr else (), dataplane=dataplane,
-                    node_addresses=(overlay[0],) if overlay else ())
+                    node_addresses=(overlay[0],) if overlay else (), metric_interval=metric_interval)
 
 
 def start(options: AgentOptions) -> list[NodeAgent]:
@@ -198,7 +200,8 @@ def start(options: AgentOptions) -> list[NodeAgent]:
     sim = options.runtime == "sim"
     return [NodeAgent(s, make_core(s.name, options.runtime, options.state_dir / s.name if sim
                                    else options.state_dir, options.bridge, options.runc_root, overlay,
-                                   options.cluster_cidr, s.document.get("dataplane") or "memory"),
+                                   options.cluster_cidr, s.document.get("dataplane") or "memory",
+                                   options.metric_interval),
                       options.ttl, options.tick).start()
             for s in settings]
 

@@ -99,6 +99,10 @@ def agent(
                                                                "policy: nftables, ebpf (socket LB and "
                                                                "policy in BPF maps) or auto (ebpf where "
                                                                "it loads).")] = "nftables",
+    metric_interval: Annotated[float, typer.Option("--metric-interval", help="Seconds between reads of "
+                                                   "the gates' request counters and the data plane's "
+                                                   "connection counters (requests/s samples for the "
+                                                   "autoscaler; at most 15).")] = 10.0,
     cleanup: Annotated[bool, typer.Option("--cleanup", help="Remove every container and the node network "
                                                             "of this state dir, then exit (agent stopped).")
                        ] = False,
@@ -129,6 +133,10 @@ def agent(
     if dataplane not in DATAPLANES:
         raise typer.BadParameter(f"{dataplane!r} is not one of {', '.join(DATAPLANES)}",
                                  param_hint="--dataplane")
+    if not 0 < metric_interval <= 15:
+        raise typer.BadParameter(f"{metric_interval:g}: expected more than 0 and at most 15 seconds (the "
+                                 "autoscaler counts a sample older than 45 s as missing)",
+                                 param_hint="--metric-interval")
     state = (state_dir or default_state_dir()).resolve()
     if debug or action == "debug":
         import json
@@ -161,7 +169,7 @@ def agent(
     agents = process.start(process.AgentOptions(
         documents=documents, runtime=kind, state_dir=state, server=server, node_id=node_id, token=token,
         token_server=token_server, ca=ca, context=context, bridge=bridge, runc_root=runc_root, ttl=ttl,
-        tick=tick, vxlan=(vxlan_vni, vxlan_port), cluster_cidr=cluster_cidr))
+        tick=tick, vxlan=(vxlan_vni, vxlan_port), cluster_cidr=cluster_cidr, metric_interval=metric_interval))
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())

@@ -37,6 +37,8 @@ class Layout:
     underlay: dict | None = None
     #: `cca up --dataplane`: what every node's agent programs VIPs and policy with.
     dataplane: str = "nftables"
+    #: `cca up --metric-interval`: every node's agent's `--metric-interval`.
+    metric_interval: float = 10.0
 
     @staticmethod
     def load(home: Path) -> Layout | None:
@@ -203,7 +205,8 @@ def node_agent_args(layout: Layout, node: str) -> list[str]:
     assert layout.underlay is not None
     return ["agent", "--runtime", layout.runtime, "--state-dir", f"{layout.state_dir}/{node}",
             "--bridge", f"cb{layout.underlay['tag']}{node.rsplit('-', 1)[-1]}",
-            "--runc-root", f"{layout.state_dir}/{node}/runc", "--dataplane", layout.dataplane]
+            "--runc-root", f"{layout.state_dir}/{node}/runc", "--dataplane", layout.dataplane,
+            "--metric-interval", str(layout.metric_interval)]
 
 
 def down(home: Path, say: Callable[[str], None]) -> bool:

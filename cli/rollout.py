@@ -95,7 +95,9 @@ def history(service: ServiceArg, output: OutputOpt = "table", tenant: TenantOpt 
     rows = list(doc.get("history") or [])
     emit(rows, [("revision", lambda r: r.get("revision")), ("image", lambda r: r.get("image")),
                 ("spec", lambda r: r.get("spec")), ("state", lambda r: r.get("state")),
-                ("started", lambda r: _when(r.get("started"))), ("reason", lambda r: r.get("reason"))],
+                ("started", lambda r: _when(r.get("started"))),
+                ("cause", lambda r: r.get("cause") or "apply"),
+                ("reason", lambda r: r.get("reason") or r.get("why"))],
          output, raw=rows)
 
 

@@ -52,6 +52,10 @@ def up(
     metrics: Annotated[str, typer.Option("--metrics", help="The server's /metrics address, or 'off'.")
                        ] = "127.0.0.1:9443",
     ttl: Annotated[float, typer.Option("--ttl", help="Node lease seconds.")] = 10.0,
+    metric_interval: Annotated[float, typer.Option(
+        "--metric-interval", help="Every agent's seconds between reads of the request/connection "
+                                  "counters the autoscaler scales on (`cca agent --metric-interval`; "
+                                  "10, at most 15).")] = 10.0,
     identity_ttl: Annotated[float | None, typer.Option("--identity-ttl", help="Seconds a workload "
                                                                               "identity is valid (the "
                                                                               "server's; 3600).")] = None,
@@ -83,6 +87,9 @@ def up(
     if dataplane not in DATAPLANES[:3]:
         raise typer.BadParameter(f"{dataplane!r}: expected one of {', '.join(DATAPLANES[:3])}",
                                  param_hint="--dataplane")
+    if not 0 < metric_interval <= 15:
+        raise typer.BadParameter(f"{metric_interval:g}: expected more than 0 and at most 15 seconds",
+                                 param_hint="--metric-interval")
     plan = None
     if real_nodes:
         from ccattler.cli.multinode import Underlay
@@ -111,7 +118,7 @@ def up(
         raise CcaError(f"context {admin.name!r} serves {admin.server}, not the node bridge's {server}: "
                        "give --context NAME for a new cluster")
     layout = lc.Layout(admin.name, kind, str(state), bridge, str(runc_root.resolve()) if runc_root else None,
-                       names, plan.to_json() if plan else None, dataplane)
+                       names, plan.to_json() if plan else None, dataplane, metric_interval)
     if plan is not None:
         layout.save(home)  # before anything exists, so a failure's `cca down` finds it all
         plan.create()
@@ -176,7 +183,8 @@ def _context(name: str, server: str, config: Any) -> Any:
 
 def _agent_args(layout: Any, simulate: Path | None, nodes: int | None, ttl: float) -> list[str]:
     args = ["agent", "--runtime", layout.runtime, "--state-dir", layout.state_dir, "--bridge", layout.bridge,
-            "--ttl", str(ttl), "--dataplane", layout.dataplane]
+            "--ttl", str(ttl), "--dataplane", layout.dataplane,
+            "--metric-interval", str(layout.metric_interval)]
     if layout.runc_root:
         args += ["--runc-root", layout.runc_root]
     if simulate:

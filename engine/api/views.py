@@ -108,19 +108,21 @@ def services(store: Store, tenant: str | None, tags: Mapping[str, str]) -> list[
             continue
         full = fact.key.removeprefix(DESIRED_SERVICES)
         effective = effective_service(fact.value, scales.get(full))  # what the instance controller builds
+        counted = full in scales and bool((fact.value.get("scale") or {}).get("horizontal"))
         rows.append(_row(fact.key, fact.value, created_revision=fact.create_revision,
                          modified=fact.mod_revision, desired=effective.get("instances"),
-                         autoscaled=effective is not fact.value or full in scales,
+                         autoscaled=counted,
                          scheduled=scheduled.get(full, 0), ready=ready.get(full, 0),
                          vip=_vip(vips.get(full)), dns=_dns(names.get(full)),
                          endpoints=_endpoints(endpoints.get(full)),
-                         rollout=_rollout(fact.value, rollouts.get(full))))
+                         rollout=_rollout(effective, rollouts.get(full))))
     return rows
 
 
 def _rollout(service: Any, doc: Any) -> dict[str, Any] | None:
     """The service's rollout at a glance (`cca apply --wait` waits for it): state, reason, revision,
-    and whether it is about the service's current spec (else the controller has not seen it yet)."""
+    and whether it is about the service's current (effective: with the autoscaler's requests) spec
+    (else the controller has not seen it yet)."""
     if not isinstance(doc, dict) or not isinstance(service, dict):
         return None
     from ccattler.engine.controllers.instance import spec_hash
@@ -235,10 +237,14 @@ def _scaling_reason(event: Any) -> str | None:
     """An autoscaler write that changed the count says so, with its reasons."""
     if not event.key.startswith(SCALE) or not isinstance(event.value, dict):
         return None
+    at, out = event.value.get("at"), []
     change = event.value.get("event")
-    if not change or change.get("at") != event.value.get("at"):
-        return None
-    return f"scaled {change['from']} → {change['to']}: {'; '.join(change.get('reasons') or [])}"
+    if isinstance(change, dict) and change.get("at") == at:
+        out.append(f"scaled {change['from']} → {change['to']}: {'; '.join(change.get('reasons') or [])}")
+    resized = event.value.get("vertical_event")  # a new spec revision: the rollout steps it
+    if isinstance(resized, dict) and resized.get("at") == at:
+        out.append(f"requests {resized['from']} → {resized['to']}: {'; '.join(resized.get('reasons') or [])}")
+    return "; ".join(out) or None
 
 
 def _rollout_reason(event: Any) -> str | None:

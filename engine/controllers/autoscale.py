@@ -5,7 +5,9 @@ readiness, cgroup `usage`), metric samples (`observed/metric/<t>/<svc>/<name>/<s
 its `time`) and its own previous document, whose `history` (runs of recommendations) is what makes
 stabilization survive a runner failover. Written only when the decision or the recommendation
 changes, so a steady cluster writes nothing (the metric samples themselves are the agents' and the
-API's writes). Decision code: engine/autoscale/horizontal.py; docs/autoscale.md.
+API's writes). Decision code: engine/autoscale/horizontal.py and vertical.py; docs/autoscale.md.
+A vertical block's applied `requests` become the effective service's resources (effective.py),
+so the rollout controller rolls them out as a new spec revision.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from ccattler.engine.autoscale import calc, horizontal, vertical
+from ccattler.engine.autoscale.effective import vertical_requests
 from ccattler.engine.facts.keys import DESIRED_SERVICES, INSTANCES, METRICS, OBSERVED_INSTANCES, SCALE
 from ccattler.engine.facts.snapshot import ChangeSet, Snapshot
 
@@ -32,6 +35,12 @@ class AutoscaleController:
     def __init__(self, time_zone: str = "UTC", sample_period: float = 15.0) -> None:
         self.time_zone = time_zone
         self.sample_period = sample_period
+        self._due: float | None = None
+
+    def next_due(self) -> float | None:
+        """When a decision changes with time alone (the runner runs it then): the earliest end of a
+        stabilization hold or of a vertical change's wait, as of the last reconcile."""
+        return self._due
 
     def reconcile(self, snapshot: Snapshot, now: float) -> ChangeSet:
         services: dict[str, Mapping[str, Any]] = {}
@@ -40,7 +49,8 @@ class AutoscaleController:
         scales: dict[str, Mapping[str, Any]] = {}
         for key, doc in snapshot.values.items():
             if key.startswith(DESIRED_SERVICES):
-                if isinstance(doc, Mapping) and (doc.get("scale") or {}).get("horizontal"):
+                scale = doc.get("scale") if isinstance(doc, Mapping) else None
+                if isinstance(scale, Mapping) and (scale.get("horizontal") or scale.get("vertical")):
                     services[key[len(DESIRED_SERVICES):]] = doc
             elif key.startswith(INSTANCES):
                 full, _, inst = key[len(INSTANCES):].rpartition("/")
@@ -59,6 +69,8 @@ class AutoscaleController:
             old = scales.get(full)
             if doc != old:
                 puts[SCALE + full] = doc
+        due = [d for full in services if (d := _due(puts.get(SCALE + full) or scales.get(full))) and d > now]
+        self._due = min(due) if due else None
         gone = frozenset(SCALE + f for f in scales if f not in services)
         return ChangeSet(puts=puts, deletes=gone)
 
@@ -68,11 +80,33 @@ class AutoscaleController:
         fresh = {name: {src: s for src, s in by_src.items()
                         if isinstance(s.get("value"), (int, float)) and (s.get("time") or 0) >= stale_before}
                  for name, by_src in metrics.items()}
-        insts = [self._instance(name, snapshot.get(f"{OBSERVED_INSTANCES}{tenant}/{name}"), service, fresh)
+        previous = previous if isinstance(previous, Mapping) else None
+        requests = vertical_requests(service, previous) or dict(service.get("resources") or {})
+        insts = [self._instance(name, snapshot.get(f"{OBSERVED_INSTANCES}{tenant}/{name}"), requests, fresh)
                  for name in names]
         insts = _share_totals(insts, fresh, set(names))
+        doc: dict[str, Any] = {"service": full}
+        h = service["scale"].get("horizontal")
+        if h:
+            doc.update(self._horizontal(h, service, insts, fresh, previous, now_ms))
+        v = service["scale"].get("vertical")
+        if v:
+            doc.update(_vertical(v, service, requests, insts, previous, now_ms))
+        if previous and _same_decision(previous, doc):
+            return previous  # only the last run's last_at moved: no write (see _same_decision)
+        doc["at"] = now_ms
+        if h:
+            current = doc.pop("_current")
+            if doc["desired"] != current:
+                doc["event"] = {"at": now_ms, "from": current, "to": doc["desired"],
+                                "reasons": doc["reasons"]}
+            elif previous and previous.get("event"):
+                doc["event"] = previous["event"]
+        return doc
+
+    def _horizontal(self, h, service, insts, fresh, previous, now_ms) -> dict:
         events = {}
-        for e in service["scale"]["horizontal"].get("events") or []:
+        for e in h.get("events") or []:
             samples = fresh.get(e["source"]) or {}
             if samples:
                 events[e["source"]] = max(samples.values(), key=lambda s: s["time"])["value"]
@@ -83,28 +117,17 @@ class AutoscaleController:
         else:  # a first decision: the history starts at the user's count
             current = service.get("instances", 1)
             history = [[now_ms, now_ms, current]]
-        h = service["scale"]["horizontal"]
         d = horizontal.decide(h, current, insts, events, now_ms, history, self.time_zone)
-        doc = {"service": full, "desired": d.desired, "recommended": d.recommended, "term": d.term,
-               "terms": d.terms, "reasons": d.reasons, "hold": d.hold, "clamp": d.clamp,
-               "floor": d.floor, "history": d.history, "min": h.get("min"), "max": h.get("max")}
-        if previous and _same_decision(previous, doc):
-            return previous  # only the last run's last_at moved: no write (see _same_decision)
-        doc["at"] = now_ms
-        if d.desired != current:
-            doc["event"] = {"at": now_ms, "from": current, "to": d.desired, "reasons": d.reasons}
-        elif previous and previous.get("event"):
-            doc["event"] = previous["event"]
-        v = (service.get("scale") or {}).get("vertical")
-        if v:
-            usage = [[now_ms, i.samples.get("cpu"), i.samples.get("memory")] for i in insts
-                     if i.state == calc.RUNNING]
-            _, _, _, detail = vertical.recommend(v, dict(service.get("resources") or {}), usage, now_ms, {})
-            doc["vertical"] = detail
-        return doc
+        for t in d.terms:  # where each term's samples came from (`gate`, `dataplane`, `cli`, …)
+            by_src = fresh.get(t["metric"])
+            if by_src:
+                t["sources"] = sorted({str(s.get("source") or src) for src, s in by_src.items()})
+        return {"desired": d.desired, "recommended": d.recommended, "term": d.term,
+                "terms": d.terms, "reasons": d.reasons, "hold": d.hold, "clamp": d.clamp,
+                "floor": d.floor, "history": d.history, "min": h.get("min"), "max": h.get("max"),
+                "_current": current}
 
-    def _instance(self, name, observed, service, fresh) -> calc.Instance:
-        resources = service.get("resources") or {}
+    def _instance(self, name, observed, resources, fresh) -> calc.Instance:
         requests = {"cpu": resources.get("cpu"), "memory": resources.get("memory")}
         if not isinstance(observed, Mapping):
             return calc.Instance(name, state=calc.PENDING, ready=False, requests=requests)
@@ -119,18 +142,57 @@ class AutoscaleController:
                              ready=bool(observed.get("ready")), requests=requests, samples=samples)
 
 
+def _vertical(v, service, requests, insts, previous, now_ms) -> dict:
+    """The vertical part: the requests applied (`requests`, computed from the user's `base`
+    resources), the change waiting out its 60 s / 5 min (`pending`), the P95s (`vertical`) and the
+    last applied change (`vertical_event`). A changed `requests` changes the effective service's
+    spec, so the rollout controller rolls it out within the update and disruption budgets."""
+    base = dict(service.get("resources") or {})
+    usage = [[now_ms, i.samples.get("cpu"), i.samples.get("memory")]
+             for i in insts if i.state == calc.RUNNING]
+    ours = previous if previous and previous.get("base") == base else {}  # a new apply starts over
+    new, pending, reasons, detail = vertical.recommend(v, requests, usage, now_ms, ours.get("pending"))
+    out = {"vertical": detail, "base": base, "pending": pending or None,
+           "vertical_reasons": reasons, "vertical_event": ours.get("vertical_event")}
+    if new != requests:
+        out["vertical_event"] = {"at": now_ms, "from": {k: requests.get(k) for k in ("cpu", "memory")},
+                                 "to": {k: new.get(k) for k in ("cpu", "memory")},
+                                 "reasons": [r for r in reasons if "->" in r]}
+    applied = {k: new[k] for k in ("cpu", "memory")
+               if new.get(k) != base.get(k) and isinstance(new.get(k), int)}
+    out["requests"] = applied or None
+    return out
+
+
+def _due(doc: Any) -> float | None:
+    """Unix seconds at which this document's decision may change without a new sample (a little
+    after the boundary: the window's test is strict)."""
+    if not isinstance(doc, Mapping):
+        return None
+    times = []
+    hold = doc.get("hold")
+    if isinstance(hold, Mapping) and isinstance(hold.get("until"), (int, float)):
+        times.append(hold["until"])
+    for p in (doc.get("pending") or {}).values():
+        if isinstance(p, Mapping) and isinstance(p.get("since"), (int, float)):
+            times.append(p["since"] + (vertical.UP_AFTER_MS if p.get("direction") == "up"
+                                       else vertical.DOWN_AFTER_MS))
+    return (min(times) + 10) / 1000 if times else None
+
+
 def _same_decision(previous: Mapping[str, Any], doc: Mapping[str, Any]) -> bool:
     """Equal but for the time the current run was last seen: the store keeps the older last_at
     (a failover then extends the run from there, never losing a recommendation's start)."""
-    ph, dh = previous.get("history") or [], doc["history"]
+    ph, dh = previous.get("history") or [], doc.get("history") or []
     if len(ph) != len(dh) or [r[0::2] for r in ph] != [r[0::2] for r in dh]:
         return False
-    keys = ("desired", "recommended", "term", "reasons", "hold", "clamp", "floor")
-    if not all(previous.get(k) == doc[k] for k in keys):
+    keys = ("desired", "recommended", "term", "reasons", "hold", "clamp", "floor",
+            "requests", "base", "pending", "vertical_event")
+    if not all(previous.get(k) == doc.get(k) for k in keys):
         return False
-    # observed values move with every sample: they are written with the next decision change
-    # (explain shows them with the document's `at`), so steady load writes nothing
-    strip = [{k: v for k, v in t.items() if k != "observed"} for t in doc["terms"]]
+    # observed values (and the vertical P95s) move with every sample: they are written with the
+    # next decision change (explain shows them with the document's `at`), so steady load writes nothing
+    strip = [{k: v for k, v in t.items() if k != "observed"} for t in doc.get("terms") or []]
     return strip == [{k: v for k, v in t.items() if k != "observed"} for t in previous.get("terms") or []]
 
 

@@ -120,15 +120,17 @@ def rollout(full: str, service: Mapping[str, Any], scale: Mapping[str, Any] | No
     """The next rollout document of the service `full` ("tenant/name"; the same document when
     nothing changed), or None to leave it alone (a malformed count)."""
     name = display_name(*full.split("/", 1))
-    n = replica_count(effective_service(service, scale))
+    effective = effective_service(service, scale)  # the autoscaler's count and vertical requests
+    n = replica_count(effective)
     if n is None:
         return dict(doc) if doc else None
-    spec = spec_hash(service)
-    policy = policy_of(service, n)
+    spec = spec_hash(effective)
+    policy = policy_of(effective, n)
     if doc is None or doc.get("spec") != spec or not _well_formed(doc):
-        new = _begin(full, service, spec, members, doc, now)
+        new = _begin(full, effective, spec, members, doc, now, _cause(service, scale, doc))
     else:
         new = _copy(doc)
+    new["source"] = spec_hash(service)  # the user's own spec (`_cause`)
     if new["state"] in ("rolled back", "failed"):
         if new["state"] == "rolled back":
             new["counts"] = {new["build"]: n, spec: 0}
@@ -162,8 +164,21 @@ def _copy(doc: Mapping[str, Any]) -> dict[str, Any]:
     return new
 
 
+def _cause(service: Mapping[str, Any], scale: Mapping[str, Any] | None,
+           doc: Mapping[str, Any] | None) -> tuple[str, str | None]:
+    """Who made the new revision: `("autoscaler", why)` when the user's own spec (`source`, its
+    hash) is the previous revision's and the autoscaler's vertical requests are what changed;
+    else `("apply", None)`."""
+    user = spec_hash(service)
+    if doc is not None and doc.get("source") == user and (scale or {}).get("vertical_event"):
+        event = scale["vertical_event"]
+        return "autoscaler", "; ".join(event.get("reasons") or []) or "vertical requests"
+    return "apply", None
+
+
 def _begin(full: str, service: Mapping[str, Any], spec: str, members: list[Member],
-           doc: Mapping[str, Any] | None, now: float) -> dict[str, Any]:
+           doc: Mapping[str, Any] | None, now: float,
+           cause: tuple[str, str | None] = ("apply", None)) -> dict[str, Any]:
     """A new revision: the first document of a service, or a spec change."""
     name = display_name(*full.split("/", 1))
     running = {m.spec for m in members if m.spec is not None}
@@ -188,14 +203,15 @@ def _begin(full: str, service: Mapping[str, Any], spec: str, members: list[Membe
     fresh = not running or running <= {spec}
     state = "complete" if fresh else "progressing"
     history.append({"revision": revision, "spec": spec, "image": service.get("image"), "state": state,
-                    "reason": None, "started": now, "finished": now if fresh else None})
+                    "reason": None, "started": now, "finished": now if fresh else None,
+                    "cause": cause[0], "why": cause[1]})
     new = {"service": full, "spec": spec, "build": spec, "counts": {}, "drop": [], "state": state,
            "reason": None, "waiting": None, "previous": previous, "fields": fields, "revision": revision,
            "started": now, "progress": None, "progress_at": now, "failures": 0, "baseline": {},
            "history": history[-HISTORY:], "event": None}
     if not fresh:
-        new["event"] = {"at": now, "text": f"{name}: rollout {revision} started "
-                                           f"(image {service.get('image')})"}
+        what = f"autoscaler: {cause[1]}" if cause[0] == "autoscaler" else f"image {service.get('image')}"
+        new["event"] = {"at": now, "text": f"{name}: rollout {revision} started ({what})"}
     return new
 
 

@@ -3,6 +3,7 @@
 Snapshots come from a watch-fed `FactCache`; commits are guarded (changed keys, their inputs, the
 leader fence) and retried with jittered exponential backoff on conflict. Knobs: `debounce`
 (default 30 ms), `resync_interval` (30 s), `leader_ttl` (10 s), `max_ops`/`max_bytes` per txn.
+A controller with `next_due()` is also run at the time it names (`_schedule`).
 """
 
 from __future__ import annotations
@@ -225,6 +226,7 @@ class Runner:
                     log.warning("runner %s: the watch has not delivered revision %d after 1 s",
                                 self.identity, result.revision)
             if not outcome.conflict:
+                self._schedule(controller)
                 return
             if self._fenced_out(fence, controller.name, stats):
                 return
@@ -253,6 +255,17 @@ class Runner:
                     fence.mod_revision, f"at revision {held.mod_revision}" if held else "absent")
         self.leader.lost()
         return True
+
+    def _schedule(self, controller: Controller) -> None:
+        """A controller whose decision changes with time alone (a stabilization window ending)
+        says when by `next_due() -> unix seconds | None`: it runs again then, not at the next
+        resync, even if nothing it reads changes."""
+        next_due = getattr(controller, "next_due", None)
+        at = next_due() if next_due is not None else None
+        if at is not None and at > self.clock():  # a time already past would run it in a loop
+            due = time.monotonic() + max(0.0, at - self.clock())
+            with self._wake:  # an earlier error retry stays earlier
+                self._retry_at[controller.name] = min(due, self._retry_at.get(controller.name, due))
 
     def _defer(self, controller: Controller, delay: float) -> None:
         """Run `controller` again after `delay` seconds, without holding up the others."""

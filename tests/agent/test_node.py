@@ -6,11 +6,14 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from ccattler.agent.machine import machine_capacity, node_document
 from ccattler.agent.node import NodeCore
 from ccattler.agent.reconcile import Backoff
 from ccattler.agent.runtime.process import ProcessRuntime
 from ccattler.agent.runtime.sim import SimRuntime
+from ccattler.engine.facts import CcaError
 
 
 def slice_for(node: str, *instances: str, command: str = "exec sleep 30") -> dict:
@@ -97,3 +100,18 @@ def test_gate_request_rates_are_reported_as_autoscaler_samples(tmp_path: Path) -
     finally:
         core.gates = None
         core.shutdown(remove=True)
+
+
+def test_the_metric_interval_sets_sampling_and_rewrite_periods(tmp_path: Path) -> None:
+    """`cca agent --metric-interval 2`: counters read every 2 s, a steady sample rewritten every
+    6 s (three intervals; 30 s at the default 10 s); beyond the autoscaler's 15 s sample period an
+    interval is refused (its samples would go stale between reads)."""
+    core = NodeCore("n1", SimRuntime(), state_dir=tmp_path, metric_interval=2.0)
+    try:
+        assert (core.metric_interval, core.load.refresh) == (2.0, 6.0)
+        assert NodeCore("n2", SimRuntime(), metric_interval=10.0).load.refresh == 30.0
+    finally:
+        core.shutdown(remove=True)
+    for bad in (0.0, 16.0):
+        with pytest.raises(CcaError, match="metric interval"):
+            NodeCore("n3", SimRuntime(), metric_interval=bad)

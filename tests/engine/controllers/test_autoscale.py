@@ -47,6 +47,8 @@ def test_cpu_drives_a_scale_up_and_the_instance_controller_follows():
 def test_a_service_total_is_shared_by_the_instances_and_stale_samples_are_missing():
     doc = decide(AutoscaleController(), world(3, rps=900), T0)
     assert (doc["desired"], doc["term"]) == (9, "target requests_per_second")
+    rps = next(t for t in doc["terms"] if t["metric"] == "requests_per_second")
+    assert rps["sources"] == ["cli"]  # explain names where the samples came from
     stale = decide(AutoscaleController(sample_period=10), world(3, rps=900, rps_time=T0 - 31), T0)
     assert (stale["desired"], stale["term"]) == (3, "none")
 
@@ -67,6 +69,8 @@ def test_failover_keeps_the_down_window():
     held = decide(fresh, world(6, cpu=50, rps=60, rps_time=T0 + 120, scale=stored), T0 + 120)
     assert held["desired"] == 6 and held["hold"]["direction"] == "down"
     assert "held at 6 until 09:07:00 by a recommendation at 09:02:00" in " ".join(held["reasons"])
+    # the runner runs it again when the window ends, whether or not a sample arrives then
+    assert fresh.next_due() == held["hold"]["until"] / 1000 + 0.01 == T0 + 420.01
     after = decide(AutoscaleController(), world(6, cpu=50, rps=60, rps_time=T0 + 421, scale=held), T0 + 421)
     assert after["desired"] == 2
 

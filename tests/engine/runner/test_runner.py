@@ -212,3 +212,31 @@ def test_a_restart_under_the_same_identity_takes_over_its_crashed_predecessor_at
     assert not other.is_leader
     store.put("in/a", {"v": 1})
     assert eventually(lambda: store.get("out/a") is not None)
+
+
+@dataclass
+class Timed:
+    """Writes `out/tick` once its time has come (a decision that changes with time alone, like a
+    stabilization window ending) and says when by `next_due`."""
+
+    name: ClassVar[str] = "timed"
+    reads: ClassVar[tuple[str, ...]] = ("in/", "out/")
+    writes: ClassVar[tuple[str, ...]] = ("out/",)
+    at: float = 0.0
+    calls: list[float] = field(default_factory=list)
+
+    def reconcile(self, snapshot: Snapshot, now: float) -> ChangeSet:
+        self.calls.append(now)
+        return ChangeSet({"out/tick": {"at": self.at}} if now >= self.at else {}, frozenset())
+
+    def next_due(self) -> float | None:
+        return self.at
+
+
+def test_a_controller_runs_again_at_the_time_it_names_without_a_change(sqlite_store, runners):
+    timed = Timed(at=time.time() + 1.0)
+    runners(sqlite_store, [timed], resync_interval=60.0)
+    assert eventually(lambda: sqlite_store.get("out/tick") is not None, timeout=5)
+    assert timed.calls[-1] >= timed.at and len(timed.calls) <= 3  # not polled: run at the time
+    time.sleep(0.3)
+    assert len(timed.calls) <= 3  # a time already past is not run in a loop
