@@ -52,7 +52,7 @@ _WHY: dict[str, Callable[[Mapping[str, Any]], str]] = {
     "moved_recently": lambda a: f"instance {a.get('instance')} moved within the cooldown",
     "split": lambda a: f"its members are not all on the node ({', '.join(a.get('instances') or ())})",
     "no_target": _targets,
-    "not_worth_it": lambda a: (f"{', '.join(a.get('targets') or ())} have room, but the combined gain "
+    "not_worth_it": lambda a: (f"room on {', '.join(a.get('targets') or ())}, but the combined gain "
                                "does not outweigh restarting every member (or the cycle's moves "
                                "went to better ones)"),
 }

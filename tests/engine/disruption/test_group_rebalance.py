@@ -146,7 +146,7 @@ def test_capacity_reason_names_the_combined_need():
     (Case(capacity={"n1": 4000, "n2": 900, "n3": 900}, seats={"n1": 3}),
      "no target node has room for all its members together: n2 insufficient cpu (need 1000m, free 900m)"),
     (Case(seats={"n1": 2, "n2": 1}, capacity={"n1": 4000, "n2": 4000}),
-     "n2 have room, but the combined gain does not outweigh restarting every member"),
+     "room on n2, but the combined gain does not outweigh restarting every member"),
 ])
 def test_explain_says_why_a_group_cannot_move(case: Case, text: str):
     _, record = decide(case)
