@@ -142,7 +142,11 @@ class DisruptionController:
         deletes = {k for k, _ in snapshot.under(DISRUPTIONS) if k[len(DISRUPTIONS):] not in wanted}
         deletes |= {k for k, _ in snapshot.under(DRAINS) if k[len(DRAINS):] not in draining}
         self._busy = bool(wanted) or bool(draining)
-        return ChangeSet(puts, frozenset(deletes))
+        together = tuple(  # the members of a group move: their documents commit as one
+            frozenset(DISRUPTIONS + m["service"] for m in move["members"])
+            for move in (record or {}).get("moves") or () if "members" in move
+            if all(DISRUPTIONS + m["service"] in puts for m in move["members"]))
+        return ChangeSet(puts, frozenset(deletes), together)
 
 
 def _drain_document(node: str, steps: Mapping[str, Step], v: View) -> dict[str, Any]:

@@ -97,7 +97,9 @@ def changes(cluster: Cluster, result: Plan, applied: Applied | None = None) -> C
                          "revision": cluster.revision, "score": None, "reasons": reasons}
     live = {placement_key(i.tenant, i.name) for i in cluster.instances}
     deletes = frozenset(k for k in cluster.existing if k not in live)
-    return ChangeSet(puts=puts, deletes=deletes)
+    together = tuple(frozenset(placement_key(by_key[k].tenant, by_key[k].name) for k in seat)
+                     for seat in applied.together)  # a group's seats change node in one commit
+    return ChangeSet(puts=puts, deletes=deletes, groups=together)
 
 
 def _same_unplaced(old: Mapping[str, Any] | None, reasons: list[dict[str, Any]]) -> bool:

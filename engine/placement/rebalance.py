@@ -1,6 +1,8 @@
 """A bounded re-solve of rules/placement.lp (parts place + rebalance): given replicas that may
 move off one loaded node, where should at most `max_moves` of them go?
 
+A unit is a service or a service group; a group's replica is a seat (replica i of every member,
+on one node), which moves whole: the program places the unit with its members' summed requests.
 The movable replicas are pending again (`current` says where they run; staying is free, a move
 costs), every other placement is a fact, the candidates are the source and a few of the least
 loaded nodes that pass the unit's static filter (hard constraints: labels, zone, architecture,
@@ -17,8 +19,8 @@ from dataclasses import dataclass
 
 from ccattler.engine.placement.facts import node_classes, node_facts, work_facts
 from ccattler.engine.placement.model import Cluster
-from ccattler.engine.placement.run import PROGRAM, Assign, PlanOptions
-from ccattler.engine.solve.decode import decode
+from ccattler.engine.placement.run import PROGRAM, Assign, PlanOptions, explain_units, slots_of
+from ccattler.engine.solve.decode import Reject, decode
 from ccattler.engine.solve.program import load_program
 from ccattler.engine.solve.solver import Session
 from ccattler.engine.solve.symbols import atom
@@ -43,6 +45,24 @@ def usage(cluster: Cluster) -> dict[str, tuple[int, int]]:
     return {n: (c, m) for n, (c, m) in used.items()}
 
 
+def _placed(cluster: Cluster, members: Mapping[str, list[str]]) -> dict[tuple[str, str], int]:
+    """(unit, node) → replicas running there; a group's seat (its members on one node) is one."""
+    placed: dict[tuple[str, str], int] = defaultdict(int)
+    for unit, slots in slots_of(cluster, members).items():
+        for slot in slots:
+            if slot.node is not None:
+                placed[unit, slot.node] += 1
+    return placed
+
+
+def kept_reasons(cluster: Cluster, unit: str, options: PlanOptions | None = None) -> tuple[Reject, ...]:
+    """Part `why`'s per-node reasons for one more replica of `unit` against the cluster as it is
+    (why a movable replica stayed: no room on a target, a label, or room but not chosen)."""
+    members = cluster.units()
+    return explain_units(cluster, members, [unit], _placed(cluster, members), usage(cluster),
+                         options or PlanOptions()).get(unit, ())
+
+
 def resolve(
     cluster: Cluster,
     source: str,
@@ -59,10 +79,7 @@ def resolve(
     if not movable or not targets or max_moves <= 0:
         return []
     members = cluster.units()
-    placed: dict[tuple[str, str], int] = defaultdict(int)
-    for inst in cluster.instances:
-        if inst.node is not None and inst.service in cluster.services:
-            placed[cluster.services[inst.service].unit, inst.node] += 1
+    placed = _placed(cluster, members)
     used = {n: list(v) for n, v in usage(cluster).items()}
     for unit, count in movable.items():
         placed[unit, source] -= count

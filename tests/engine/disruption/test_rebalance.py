@@ -119,3 +119,32 @@ def test_explain_names_each_move_and_its_gain():
     assert "rebalancing: moved at" in text
     first = moved["moves"][0]
     assert f"{first['instance']}: {first['from']} → n3 ({first['gain']})" in text
+
+
+def seats_by_node(sim: Sim) -> dict[str, tuple[int, int]]:
+    """node → (instances of a, instances of b) placed there."""
+    a, b = per_node(sim, "a"), per_node(sim, "b")
+    return {n: (a.get(n, 0), b.get(n, 0)) for n in sorted(set(a) | set(b)) if n is not None}
+
+
+def test_a_group_moves_seat_by_seat_to_a_joined_node_never_split():
+    """A `share network` group's members run in one namespace: every tick, each node holds as many
+    of a's instances as of b's (never half a seat), both keep their floor, and n3 receives seats."""
+    members = [service(m, instances=6, resources=CPU, group="default/g") for m in ("a", "b")]
+    group = ("desired/group/default/g", {"kind": "group", "tenant": "default", "name": "g",
+                                          "type": "service", "services": ["default/a", "default/b"],
+                                          "share_network": True, "share_volumes": []})
+    sim = Sim({"n1": 4000, "n2": 4000}, *members, group,
+              rebalance=RebalanceOptions(grace=0, interval=15, cooldown=300))
+    sim.settle(3)
+    sim.world.put(*node("n3", capacity={"cpu": 4000, "memory": 8 << 30}))
+    group_moves = []
+    for _ in range(30):
+        sim.tick()
+        for where, (a, b) in seats_by_node(sim).items():
+            assert a == b, f"group split on {where}: {seats_by_node(sim)}"
+        assert sim.ready("a") >= 5 and sim.ready("b") >= 5
+        group_moves += [m for m in moves_of(sim) if m not in group_moves]
+    assert seats_by_node(sim) == {"n1": (2, 2), "n2": (2, 2), "n3": (2, 2)}
+    assert group_moves and all(m["group"] == "default/g" and m["to"] == "n3" for m in group_moves)
+    assert all({x["service"] for x in m["members"]} == {"default/a", "default/b"} for m in group_moves)

@@ -1,0 +1,93 @@
+"""Rebalancing a service group on a running cluster, as a user sees it (issue 17 part 3, groups):
+`cca up --sim-nodes 2` with sim-2 disabled, a `share network` group of two services with three
+instances each lands wholly on sim-1; `cca enable-node sim-2` and the rebalancer moves one seat —
+both members together, never split across nodes in any observation — and `cca explain` names
+the group move (members, from, to, gain) and why the group moves no further."""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.e2e
+
+GROUP = """service a {
+    image "busybox"
+    instances 3
+    resources { cpu 500m  memory 64Mi }
+}
+service b {
+    image "busybox"
+    instances 3
+    resources { cpu 500m  memory 64Mi }
+}
+group g {
+    service a
+    service b
+    share network
+}
+"""
+
+
+def seats(shell) -> dict[str, tuple[int, int]]:  # noqa: ANN001
+    """node → (a's instances placed there, b's)."""
+    rows = shell.instances()
+    a = Counter(r.get("node") for r in rows if r.get("service") == "default/a")
+    b = Counter(r.get("node") for r in rows if r.get("service") == "default/b")
+    return {n: (a[n], b[n]) for n in sorted(set(a) | set(b), key=str) if n is not None}
+
+
+class SplitWatch:
+    """Polls the placements on a thread and keeps every observation where a node held a's and b's
+    instances in different numbers (half a seat)."""
+
+    def __init__(self, shell) -> None:  # noqa: ANN001
+        self.shell, self.splits, self.seen = shell, [], 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.1):
+            now = seats(self.shell)
+            self.seen += 1
+            if any(x != y for x, y in now.values()):
+                self.splits.append(now)
+
+    def __enter__(self) -> SplitWatch:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(10)
+
+
+def test_a_group_seat_moves_whole_to_an_enabled_node(shell, tmp_path: Path, port: int, wait):
+    state = tmp_path / "state"
+    shell.cca("init", "--server", f"127.0.0.1:{port}")
+    shell.cca("up", "--detach", "--sim-nodes", "2", "--server", f"127.0.0.1:{port}", "--state-dir",
+              str(state), "--metrics", "off", "--rebalance-interval", "2")
+    try:
+        shell.cca("disable-node", "sim-2")
+        (tmp_path / "g.cca").write_text(GROUP)
+        shell.cca("apply", str(tmp_path / "g.cca"), "--wait")
+        wait(lambda: len([r for r in shell.instances() if r.get("state") == "running"]) == 6, "6 running", 60)
+        assert seats(shell) == {"sim-1": (3, 3)}
+
+        with SplitWatch(shell) as watched:
+            shell.cca("enable-node", "sim-2")
+            wait(lambda: seats(shell).get("sim-2") == (1, 1), "one seat of g on sim-2", 60)
+            wait(lambda: sum(r.get("state") == "running" for r in shell.instances()) == 6, "6 running", 30)
+        assert watched.seen and not watched.splits, watched.splits
+        assert seats(shell) == {"sim-1": (2, 2), "sim-2": (1, 1)}
+
+        explained = shell.cca("explain", "b").stdout
+        assert "rebalancing: moved at" in explained, explained
+        line = next(x for x in explained.splitlines() if "group default/g (" in x)
+        assert "default/a-" in line and "default/b-" in line and "sim-1 → sim-2" in line, line
+        assert "sim-1 75 % cpu → 50 %" in line, line
+    finally:
+        shell.cca("down", check=False, timeout=120)
