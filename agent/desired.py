@@ -21,7 +21,7 @@ from typing import Any
 from ccattler.agent.init_steps import InitStep, init_steps
 from ccattler.agent.probes import Probe, probes_of
 from ccattler.agent.runtime.base import ConfigFile, ContainerSpec, IdentityFiles, SecretFile, VolumeMount
-from ccattler.engine.facts import parse_service
+from ccattler.engine.facts import parse_service, service_doc
 from ccattler.engine.facts.keys import (
     ADDRESSES,
     DESIRED_GROUPS,
@@ -200,9 +200,9 @@ def desired_instances(facts: Mapping[str, Any], node: str) -> dict[str, Instance
             continue
         derived = facts.get(f"{INSTANCES}{service.tenant}/{service.name}/{instance}") or {}
         svc = built_from(svc, derived, facts.get(f"{ROLLOUTS}{service.tenant}/{service.name}"))
-        resources = derived.get("resources") or svc.get("resources") or {}
-        config = svc.get("config") or {}
-        env = {**(svc.get("env") or {}), **(config.get("env") or {})}
+        resources = derived.get("resources") or service_doc.resources(svc)
+        config = service_doc.config(svc)
+        env = {**service_doc.env(svc), **(config.get("env") or {})}
         files = tuple(ConfigFile(f["path"], f.get("content") or "") for f in config.get("files") or [])
         ip_doc = facts.get(f"{ADDRESSES}{tenant}/{instance}")
         if groups is None:

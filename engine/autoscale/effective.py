@@ -6,9 +6,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ccattler.engine.facts import service_doc
+
 
 def effective_service(service: Mapping[str, Any], scale: Mapping[str, Any] | None) -> Mapping[str, Any]:
-    if not scale or not ((service.get("scale") or {}).get("horizontal")):
+    if not scale or not service_doc.horizontal(service):
         return service
     desired = scale.get("desired")
     if isinstance(desired, bool) or not isinstance(desired, int) or desired < 0:

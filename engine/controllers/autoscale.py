@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from ccattler.engine.autoscale import calc, horizontal, vertical
+from ccattler.engine.facts import service_doc
 from ccattler.engine.facts.keys import DESIRED_SERVICES, INSTANCES, METRICS, OBSERVED_INSTANCES, SCALE
 from ccattler.engine.facts.snapshot import ChangeSet, Snapshot
 
@@ -40,7 +41,7 @@ class AutoscaleController:
         scales: dict[str, Mapping[str, Any]] = {}
         for key, doc in snapshot.values.items():
             if key.startswith(DESIRED_SERVICES):
-                if isinstance(doc, Mapping) and (doc.get("scale") or {}).get("horizontal"):
+                if isinstance(doc, Mapping) and service_doc.horizontal(doc):
                     services[key[len(DESIRED_SERVICES):]] = doc
             elif key.startswith(INSTANCES):
                 full, _, inst = key[len(INSTANCES):].rpartition("/")
@@ -95,16 +96,16 @@ class AutoscaleController:
             doc["event"] = {"at": now_ms, "from": current, "to": d.desired, "reasons": d.reasons}
         elif previous and previous.get("event"):
             doc["event"] = previous["event"]
-        v = (service.get("scale") or {}).get("vertical")
+        v = service_doc.vertical(service)
         if v:
             usage = [[now_ms, i.samples.get("cpu"), i.samples.get("memory")] for i in insts
                      if i.state == calc.RUNNING]
-            _, _, _, detail = vertical.recommend(v, dict(service.get("resources") or {}), usage, now_ms, {})
+            _, _, _, detail = vertical.recommend(v, dict(service_doc.resources(service)), usage, now_ms, {})
             doc["vertical"] = detail
         return doc
 
     def _instance(self, name, observed, service, fresh) -> calc.Instance:
-        resources = service.get("resources") or {}
+        resources = service_doc.resources(service)
         requests = {"cpu": resources.get("cpu"), "memory": resources.get("memory")}
         if not isinstance(observed, Mapping):
             return calc.Instance(name, state=calc.PENDING, ready=False, requests=requests)
