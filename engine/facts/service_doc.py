@@ -87,6 +87,16 @@ def config(doc: Doc) -> Mapping[str, Any]:
     return _mapping(doc, "config")
 
 
+def probes(doc: Doc) -> Mapping[str, Any]:
+    """The probes by kind (`liveness`, `startup`, `readiness`: each a probe or null), `{}` without any."""
+    return _mapping(doc, "probes")
+
+
+def init(doc: Doc) -> Sequence[Mapping[str, Any]]:
+    """The init steps (`exec`, `timeout` in ms or null, `retry`), `[]` without any."""
+    return _list(doc, "init")
+
+
 def expose(doc: Doc) -> Sequence[Mapping[str, Any]]:
     """The exposed ports (`port`, `protocol`, `external`), `[]` without any."""
     return _list(doc, "expose")

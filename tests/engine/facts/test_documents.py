@@ -19,10 +19,12 @@ SERVICE = {
     "expose": [{"port": 80, "protocol": "tcp", "external": False}],
     "secrets": [{"name": "shop/key", "mount": "/run/secrets/key"}], "connections": ["shop/db"],
     "volumes": [{"name": "shop/data", "path": "/data"}],
+    "probes": {"liveness": None, "startup": None, "readiness": None},
+    "init": [{"exec": "migrate", "timeout": None, "retry": 0}],
 }
 
-MAPPINGS = ["resources", "scale", "placement", "update", "disruption", "tags", "env", "config"]
-LISTS = ["expose", "secrets", "connections", "volumes"]
+MAPPINGS = ["resources", "scale", "placement", "update", "disruption", "tags", "env", "config", "probes"]
+LISTS = ["expose", "secrets", "connections", "volumes", "init"]
 
 
 @pytest.mark.parametrize("field", MAPPINGS + LISTS)
