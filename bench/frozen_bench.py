@@ -4,7 +4,9 @@ Compares, per document (a full service document as docs/facts.md shows it, and a
 instance), in the same run: `json.loads` alone (the decode the store does anyway), plus
 `freeze()` (FrozenDict/FrozenList, engine/facts/frozen.py: what the runner's cache does), and the
 alternative of recursive `types.MappingProxyType` + tuples (rejected: `isinstance(x, dict)`,
-`json.dumps` and `== [..]` change behaviour). Also a cache re-list of `--docs` services. Run:
+`json.dumps` and `== [..]` change behaviour). Then, on a SQLite file store holding `--docs`
+services and as many observed instances, `read_snapshot` (range + freeze, what `settle` uses)
+against the bare `store.range` of the same prefixes (decode only) in the same run. Run:
 
     .venv/bin/python bench/frozen_bench.py [--rounds 7] [--docs 10000]
 
@@ -16,10 +18,13 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import tempfile
 import time
 from types import MappingProxyType
 
 from ccattler.engine.facts.frozen import freeze
+from ccattler.engine.runner import read_snapshot
+from ccattler.engine.store import open_store
 
 SERVICE = {
     "kind": "service", "tenant": "payments", "name": "checkout", "source": "shop.cca",
@@ -93,6 +98,33 @@ def main() -> None:
               f"({frozen / decode:.2f}×; freeze alone {only:.2f} µs)")
         print(f"  + MappingProxyType/tuple {proxied:6.2f} µs ({proxied / decode:.2f}×); a cache re-list of "
               f"{args.docs} such documents: +{only * args.docs / 1000:.0f} ms of freezing")
+    store_figures(args.docs, args.rounds)
+
+
+def store_figures(docs: int, rounds: int) -> None:
+    prefixes = ("desired/service/", "observed/instance/")
+    with tempfile.TemporaryDirectory() as tmp, open_store(f"sqlite://{tmp}/state.db") as store:
+        puts = [(f"desired/service/shop/s{i}", {**SERVICE, "name": f"s{i}"}) for i in range(docs)]
+        puts += [(f"observed/instance/shop/s{i}-a", OBSERVED) for i in range(docs)]
+        for start in range(0, len(puts), 1000):
+            store.txn((), puts[start:start + 1000], ())
+
+        def ranged() -> None:
+            revision = None
+            for prefix in prefixes:
+                revision = store.range(prefix, revision)[1]
+
+        def timed(fn) -> float:
+            times = []
+            for _ in range(rounds):
+                start = time.perf_counter()
+                fn()
+                times.append((time.perf_counter() - start) * 1000)
+            return statistics.median(times)
+
+        bare, frozen = timed(ranged), timed(lambda: read_snapshot(store, prefixes))
+        print(f"{2 * docs} keys (services + observed instances): store.range {bare:.0f} ms, "
+              f"read_snapshot (frozen) {frozen:.0f} ms ({frozen / bare:.2f}×)")
 
 
 if __name__ == "__main__":
