@@ -31,8 +31,11 @@ def minimal_prefixes(prefixes: Iterable[str]) -> list[str]:
     return result
 
 
-def read_snapshot(store: Store, prefixes: Iterable[str]) -> Snapshot:
-    """All facts under `prefixes` at one revision (one range per prefix)."""
+def read_snapshot(store: Store, prefixes: Iterable[str],
+                  frozen: dict[str, tuple[int, Any]] | None = None) -> Snapshot:
+    """All facts under `prefixes` at one revision (one range per prefix). `frozen` (key → (mod
+    revision, frozen value)), kept by the caller across reads, reuses the value frozen at the same
+    mod revision: `settle` then hands every controller one object per revision, as the cache does."""
     values: dict[str, Any] = {}
     mods: dict[str, int] = {}
     revision: int | None = None
@@ -40,7 +43,14 @@ def read_snapshot(store: Store, prefixes: Iterable[str]) -> Snapshot:
         facts, rev = store.range(prefix, revision)
         revision = rev if revision is None else revision
         for fact in facts:
-            values[fact.key] = freeze(fact.value)
+            held = frozen.get(fact.key) if frozen is not None else None
+            if held is not None and held[0] == fact.mod_revision:
+                value = held[1]
+            else:
+                value = freeze(fact.value)
+                if frozen is not None:
+                    frozen[fact.key] = (fact.mod_revision, value)
+            values[fact.key] = value
             mods[fact.key] = fact.mod_revision
     if revision is None:
         revision = store.revision()

@@ -70,3 +70,37 @@ def test_the_live_runner_counts_the_mutator_failing_and_the_others_see_the_store
     assert eventually(lambda: runner.stats["mutator"].errors >= 1)
     assert store.get("out/a").value == {"spec": {"count": 1}}
     assert runner.stats["copy"].errors == 0
+
+
+def test_read_snapshot_reuses_what_it_froze_at_the_same_revision(sqlite_store):
+    sqlite_store.put("in/a", {"v": 1})
+    sqlite_store.put("in/b", {"v": 2})
+    frozen: dict = {}
+    first = read_snapshot(sqlite_store, ["in/"], frozen)
+    sqlite_store.put("in/b", {"v": 3})
+    second = read_snapshot(sqlite_store, ["in/"], frozen)
+    assert second.values["in/a"] is first.values["in/a"]  # unchanged key: the same object
+    assert second.values["in/b"] == {"v": 3} and first.values["in/b"] == {"v": 2}
+    assert read_snapshot(sqlite_store, ["in/"]).values["in/a"] is not first.values["in/a"]  # no memo
+
+
+class Seen:
+    """Records the object identity of `in/a` in each snapshot it gets."""
+
+    name: ClassVar[str] = "seen"
+    reads: ClassVar[tuple[str, ...]] = ("in/",)
+    writes: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(self) -> None:
+        self.objects: list[object] = []
+
+    def reconcile(self, snapshot: Snapshot, now: float) -> ChangeSet:
+        self.objects.append(snapshot.values["in/a"])
+        return ChangeSet()
+
+
+def test_settle_hands_every_controller_one_object_per_revision(sqlite_store):
+    sqlite_store.put("in/a", {"v": 1})
+    seen = Seen()
+    settle(sqlite_store, [seen, Copy(), seen], now=0.0)
+    assert len(seen.objects) >= 4 and all(o is seen.objects[0] for o in seen.objects)
