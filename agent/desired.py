@@ -21,7 +21,7 @@ from typing import Any
 from ccattler.agent.init_steps import InitStep, init_steps
 from ccattler.agent.probes import Probe, probes_of
 from ccattler.agent.runtime.base import ConfigFile, ContainerSpec, IdentityFiles, SecretFile, VolumeMount
-from ccattler.engine.facts import parse_service
+from ccattler.engine.facts import parse_service, service_doc
 from ccattler.engine.facts.keys import (
     ADDRESSES,
     DESIRED_GROUPS,
@@ -96,7 +96,7 @@ class InstanceSpec:
 
 def _probes(service: Mapping[str, Any]) -> tuple[Probe, ...]:
     """The service's probes; a network probe without a port gets the first exposed port."""
-    expose = service.get("expose") or []
+    expose = service_doc.expose(service)
     first = expose[0].get("port") if expose else None
     return tuple(p if p.port or p.type == "exec" else replace(p, port=first) for p in probes_of(service))
 
@@ -134,10 +134,10 @@ def _volumes(facts: Mapping[str, Any], service: Mapping[str, Any], instance: str
         return int(size) if size else None
 
     mounts = []
-    for v in service.get("volumes") or []:
+    for v in service_doc.volumes(service):
         key = v["name"] if v["name"] in shared else f"{v['name']}{own}"
         mounts.append(VolumeMount(key, v["path"], size_of(v["name"])))
-    declared = {v["name"] for v in service.get("volumes") or []}
+    declared = {v["name"] for v in service_doc.volumes(service)}
     for name in shared:
         if name not in declared:
             mounts.append(VolumeMount(name, f"{SHARED_VOLUME_DIR}/{name.rsplit('/', 1)[-1]}", size_of(name)))
@@ -200,9 +200,9 @@ def desired_instances(facts: Mapping[str, Any], node: str) -> dict[str, Instance
             continue
         derived = facts.get(f"{INSTANCES}{service.tenant}/{service.name}/{instance}") or {}
         svc = built_from(svc, derived, facts.get(f"{ROLLOUTS}{service.tenant}/{service.name}"))
-        resources = derived.get("resources") or svc.get("resources") or {}
-        config = svc.get("config") or {}
-        env = {**(svc.get("env") or {}), **(config.get("env") or {})}
+        resources = derived.get("resources") or service_doc.resources(svc)
+        config = service_doc.config(svc)
+        env = {**service_doc.env(svc), **(config.get("env") or {})}
         files = tuple(ConfigFile(f["path"], f.get("content") or "") for f in config.get("files") or [])
         ip_doc = facts.get(f"{ADDRESSES}{tenant}/{instance}")
         if groups is None:
@@ -214,8 +214,8 @@ def desired_instances(facts: Mapping[str, Any], node: str) -> dict[str, Instance
             env=MappingProxyType({str(k): str(v) for k, v in env.items()}), files=files,
             cpu=int(resources.get("cpu") or 0), memory=int(resources.get("memory") or 0),
             ip=ip_doc.get("ip") if isinstance(ip_doc, dict) and ip_doc.get("node", node) == node else None,
-            probes=_probes(svc), secrets=tuple(s["name"] for s in svc.get("secrets") or [])
-            + tuple(f"connection:{c}" for c in svc.get("connections") or []),
+            probes=_probes(svc), secrets=tuple(s["name"] for s in service_doc.secrets(svc))
+            + tuple(f"connection:{c}" for c in service_doc.connections(svc)),
             volumes=_volumes(facts, svc, instance, group), init=init_steps(svc),
             waiting_for=_predecessor_not_ready(facts, service, svc, instance), group=group)
         wanted[spec.key] = spec

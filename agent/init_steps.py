@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ccattler.agent.runtime.base import ContainerSpec, ContainerStatus, Runtime
-from ccattler.engine.facts import CcaError
+from ccattler.engine.facts import CcaError, service_doc
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +44,7 @@ def init_steps(service: Mapping[str, Any]) -> tuple[InitStep, ...]:
     """The `init` list of a `desired/service` document (timeouts in milliseconds there)."""
     return tuple(InitStep(str(s["exec"]), (s.get("timeout") or DEFAULT_TIMEOUT * 1000) / 1000,
                           int(s.get("retry") or 0))
-                 for s in service.get("init") or [] if s.get("exec"))
+                 for s in service_doc.init(service) if s.get("exec"))
 
 
 def container_name(key: str, index: int) -> str:

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ccattler.agent.runtime.base import Runtime
-from ccattler.engine.facts import CcaError
+from ccattler.engine.facts import CcaError, service_doc
 
 KINDS = ("startup", "liveness", "readiness")
 _DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))
@@ -44,7 +44,7 @@ def probes_of(service: Mapping[str, Any]) -> tuple[Probe, ...]:
     """The probes a service document declares."""
     found = []
     for kind in KINDS:
-        doc = (service.get("probes") or {}).get(kind)
+        doc = service_doc.probes(service).get(kind)
         if not doc:
             continue
         found.append(Probe(kind=kind, type=doc["type"], port=doc.get("port"), path=doc.get("path") or "/",

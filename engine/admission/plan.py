@@ -29,6 +29,7 @@ from ccattler.engine.admission.vocabulary import (
     add_requests,
     add_subject,
 )
+from ccattler.engine.facts import service_doc
 from ccattler.engine.facts.keys import (
     DESIRED,
     DESIRED_CONNECTIONS,
@@ -113,8 +114,8 @@ def _secret_refs(doc: Mapping[str, Any] | None, docs: Mapping[str, Any]) -> set[
     """Secrets a service mounts, directly or through its connections (`tenant/name`)."""
     if not doc:
         return set()
-    refs = {s["name"] for s in doc.get("secrets") or ()}
-    for connection in doc.get("connections") or ():
+    refs = {s["name"] for s in service_doc.secrets(doc)}
+    for connection in service_doc.connections(doc):
         tenant, _, name = connection.partition("/")
         secret = (docs.get(f"{DESIRED_CONNECTIONS}{tenant}/{name}") or {}).get("secret")
         if secret:

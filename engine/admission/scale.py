@@ -13,7 +13,7 @@ from ccattler.engine.admission.capabilities import ref_for
 from ccattler.engine.admission.model import ApplyResult, Principal
 from ccattler.engine.admission.operations import NotFound, run_plan
 from ccattler.engine.admission.plan import Plan, State, plan_changes
-from ccattler.engine.facts import DEFAULT_TENANT, CcaError
+from ccattler.engine.facts import DEFAULT_TENANT, CcaError, service_doc
 from ccattler.engine.store import Store
 
 #: The most instances one `cca scale` asks for (a typo guard; files may declare more).
@@ -35,7 +35,7 @@ def scale_service(store: Store, principal: Principal, name: str, instances: int,
         doc = state.docs.get(ref.key)
         if not isinstance(doc, dict):
             raise NotFound(f"{ref} not found")
-        if (doc.get("scale") or {}).get("horizontal"):
+        if service_doc.horizontal(doc):
             h = doc["scale"]["horizontal"]
             raise ScaleRefused(
                 f"{ref} has a scale {{ horizontal … }} block: the autoscaler sets its count "

@@ -16,7 +16,7 @@ from clingo import Function, Symbol
 from ccattler.dsl.limits import DEFAULT_TENANT_INSTANCES
 from ccattler.engine.admission.capabilities import BadCapability, parse_capability
 from ccattler.engine.admission.model import ObjectRef, Principal
-from ccattler.engine.facts import CcaError, display_name
+from ccattler.engine.facts import CcaError, display_name, service_doc
 from ccattler.engine.facts.keys import DESIRED_SERVICES, DESIRED_TENANTS, DESIRED_VOLUMES
 from ccattler.engine.solve import Const, to_symbol
 
@@ -153,21 +153,21 @@ def add_service(facts: Facts, name: str, doc: Mapping[str, Any]) -> None:
     if digest is not None:
         facts.add("image_digest", name, digest)
     facts.add("service_instances", name, _int(doc.get("instances"), f"{name} instances"))
-    resources = doc.get("resources") or {}
+    resources = service_doc.resources(doc)
     facts.add("service_cpu", name, _int(resources.get("cpu"), f"{name} cpu"))
     facts.add("service_memory", name, _int(_mib(resources.get("memory")), f"{name} memory (MiB)"))
-    for expose in doc.get("expose") or ():
+    for expose in service_doc.expose(doc):
         port = _int(expose["port"], f"{name} port")
         facts.add("service_port", name, port, str(expose.get("protocol") or "tcp"))
         if expose.get("external"):
             facts.add("service_external", name, port)
     if doc.get("stateful"):
         facts.add("service_stateful", name)
-    for secret in doc.get("secrets") or ():
+    for secret in service_doc.secrets(doc):
         facts.add("service_secret", name, secret["name"])
-    for volume in doc.get("volumes") or ():
+    for volume in service_doc.volumes(doc):
         facts.add("service_volume", name, volume["name"])
-    for key, value in sorted((doc.get("env") or {}).items()):
+    for key, value in sorted(service_doc.env(doc).items()):
         facts.add("service_env", name, key, str(value))
 
 
@@ -271,7 +271,7 @@ def effective_quota(tenant_doc: Mapping[str, Any] | None) -> dict[str, Any]:
 
 def committed_instances(doc: Mapping[str, Any]) -> int:
     """What a service always runs: its `instances`, or its autoscaling minimum when higher."""
-    horizontal = (doc.get("scale") or {}).get("horizontal") or {}
+    horizontal = service_doc.horizontal(doc)
     return max(int(doc.get("instances") or 0), int(horizontal.get("min") or 0))
 
 
@@ -279,7 +279,7 @@ def _add_usage(facts: Facts, state: Const, tenant: str, docs: Mapping[str, Mappi
     services, volumes = f"{DESIRED_SERVICES}{tenant}/", f"{DESIRED_VOLUMES}{tenant}/"
     for key, doc in docs.items():
         if key.startswith(services):
-            resources = doc.get("resources") or {}
+            resources = service_doc.resources(doc)
             facts.add(
                 "tenant_service", state, tenant, doc["name"],
                 _int(committed_instances(doc), f"{key} instances"),
@@ -294,7 +294,7 @@ def _add_usage(facts: Facts, state: Const, tenant: str, docs: Mapping[str, Mappi
 def external_ports(doc: Mapping[str, Any] | None) -> set[tuple[int, str]]:
     """(port, l4 protocol) of a service's external exposes (`http` is TCP at the node port)."""
     ports = set()
-    for expose in (doc or {}).get("expose") or ():
+    for expose in service_doc.expose(doc):
         if isinstance(expose, Mapping) and expose.get("external"):
             protocol = "udp" if expose.get("protocol") == "udp" else "tcp"
             ports.add((_int(expose.get("port"), "external port"), protocol))

@@ -10,6 +10,7 @@ from typing import Any
 from urllib.parse import quote, urlencode
 
 from ccattler.engine.api.errors import NotFound
+from ccattler.engine.facts import service_doc
 from ccattler.engine.facts.keys import DESIRED_CONNECTIONS
 from ccattler.engine.secrets import KeyProvider, reveal_secret
 from ccattler.engine.store import Store
@@ -43,7 +44,7 @@ def connection_files(store: Store, keys: KeyProvider, service: dict[str, Any]
                      ) -> list[tuple[str, bytes, str]]:
     """(name, URL, mount) for every connection `service` uses, mounted at /run/connections/<name>."""
     files = []
-    for ref in service.get("connections") or []:
+    for ref in service_doc.connections(service):
         tenant, _, name = str(ref).partition("/")
         fact = store.get(f"{DESIRED_CONNECTIONS}{tenant}/{name}")
         if fact is None:

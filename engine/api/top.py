@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ccattler.engine.facts import observed_instance, service_doc
 from ccattler.engine.facts.keys import (
     DESIRED_SERVICES,
     INSTANCES,
@@ -29,11 +30,11 @@ def workloads(store: Store, tenant: str | None, tags: dict[str, str]) -> list[di
     for fact in facts:
         t, service, instance = fact.key.split("/")[2:5]
         spec = services.get(f"{t}/{service}") or {}
-        if any((spec.get("tags") or {}).get(k) != v for k, v in tags.items()):
+        if any(service_doc.tags(spec).get(k) != v for k, v in tags.items()):
             continue
         seen = observed.get(f"{t}/{instance}") or {}
-        usage = seen.get("usage") or {}
-        requested = fact.value.get("resources") or spec.get("resources") or {}
+        usage = observed_instance.usage(seen)
+        requested = fact.value.get("resources") or service_doc.resources(spec)
         rows.append({"tenant": t, "name": instance, "service": f"{t}/{service}", "node": seen.get("node"),
                      "state": seen.get("state", "pending"), "cpu": usage.get("cpu"),
                      "memory": usage.get("memory"), "pids": usage.get("pids"),
@@ -47,7 +48,7 @@ def nodes(store: Store) -> list[dict[str, Any]]:
     per_node: dict[str, dict[str, int]] = {}
     for fact in store.range(OBSERVED_INSTANCES, revision)[0]:
         doc = fact.value
-        usage = doc.get("usage") or {}
+        usage = observed_instance.usage(doc)
         totals = per_node.setdefault(str(doc.get("node")), {"cpu": 0, "memory": 0, "pids": 0, "instances": 0})
         totals["instances"] += doc.get("state") == "running"
         for field in ("cpu", "memory", "pids"):

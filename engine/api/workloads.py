@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from ccattler.engine.api.errors import BadRequest, NotFound
 from ccattler.engine.api.gen.ccattler.v1 import api_pb2
 from ccattler.engine.api.tunnel import Session, TunnelHub
-from ccattler.engine.facts import CcaError, parse_service
+from ccattler.engine.facts import CcaError, parse_service, service_doc
 from ccattler.engine.facts.keys import DESIRED_SERVICES, PLACEMENTS
 from ccattler.engine.store import Store
 
@@ -47,7 +47,7 @@ def resolve(store: Store, tenant: str, target: str, tags: dict[str, str] | None 
     if tags:
         found = []
         for fact in store.range(f"{DESIRED_SERVICES}{tenant}/")[0]:
-            mine = fact.value.get("tags") or {}
+            mine = service_doc.tags(fact.value)
             if all(mine.get(k) == v for k, v in tags.items()):
                 found += _placed(store, tenant, service=f"{tenant}/{fact.value.get('name')}")
         return found

@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ccattler.engine.facts import service_doc
+
 
 def _count(scale: Mapping[str, Any]) -> int | None:
     desired = scale.get("desired")
@@ -19,21 +21,21 @@ def _count(scale: Mapping[str, Any]) -> int | None:
 
 def vertical_requests(service: Mapping[str, Any], scale: Mapping[str, Any] | None) -> dict[str, int] | None:
     """The resources the autoscaler set, or None (no vertical block, none applied, or stale)."""
-    if not scale or not (service.get("scale") or {}).get("vertical"):
+    if not scale or not service_doc.vertical(service):
         return None
     requests, base = scale.get("requests"), scale.get("base")
-    if not isinstance(requests, Mapping) or base != dict(service.get("resources") or {}):
+    if not isinstance(requests, Mapping) or base != dict(service_doc.resources(service)):
         return None
     good = {k: v for k, v in requests.items() if k in ("cpu", "memory") and isinstance(v, int)
             and not isinstance(v, bool) and v > 0}
-    return {**dict(service.get("resources") or {}), **good} if good else None
+    return {**service_doc.resources(service), **good} if good else None
 
 
 def effective_service(service: Mapping[str, Any], scale: Mapping[str, Any] | None) -> Mapping[str, Any]:
     if not scale:
         return service
     out = service
-    if (service.get("scale") or {}).get("horizontal"):
+    if service_doc.horizontal(service):
         desired = _count(scale)
         if desired is not None and desired != service.get("instances"):
             out = {**out, "instances": desired}

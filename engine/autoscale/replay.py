@@ -15,7 +15,7 @@ from ccattler.dsl.compiler import compile_sources
 from ccattler.dsl.errors import DslError
 from ccattler.dsl.sources import Source
 from ccattler.engine.autoscale import calc, horizontal, vertical
-from ccattler.engine.facts import CcaError
+from ccattler.engine.facts import CcaError, service_doc
 
 MI = 2**20
 _STATES = {calc.RUNNING, calc.PENDING, calc.FAILED, calc.STOPPING}
@@ -65,7 +65,7 @@ def _service(text) -> dict:
     if len(services) != 1:
         raise ReplayError(f"service: expected exactly one service block, found {len(services)}")
     doc = services[0]
-    if not (doc.get("scale") or {}).get("horizontal") and not (doc.get("scale") or {}).get("vertical"):
+    if not service_doc.horizontal(doc) and not service_doc.vertical(doc):
         raise ReplayError(f"service: {doc['name']} has no scale block")
     return doc
 
@@ -114,7 +114,7 @@ def load(data) -> dict:
     raw_steps = data.get("steps")
     if not isinstance(raw_steps, list) or not raw_steps:
         raise ReplayError("steps: expected a non-empty list")
-    defaults = doc.get("resources") or {}
+    defaults = service_doc.resources(doc)
     steps, previous = [], None
     for n, raw in enumerate(raw_steps):
         where = f"steps[{n}]"
@@ -146,7 +146,7 @@ def run(data, tz: str = "UTC") -> list[dict]:
     doc = plan["service"]
     h, v = doc["scale"].get("horizontal"), doc["scale"].get("vertical")
     current, history = plan["instances"], []
-    requests = dict(doc.get("resources") or {})
+    requests = dict(service_doc.resources(doc))
     usage, vstate, out = [], {}, []
     for at, insts, events in plan["steps"]:
         now = plan["start"] + at

@@ -18,6 +18,7 @@ from typing import Any, ClassVar
 
 from ccattler.engine.autoscale import calc, horizontal, vertical
 from ccattler.engine.autoscale.effective import vertical_requests
+from ccattler.engine.facts import service_doc
 from ccattler.engine.facts.keys import DESIRED_SERVICES, INSTANCES, METRICS, OBSERVED_INSTANCES, SCALE
 from ccattler.engine.facts.snapshot import ChangeSet, Snapshot
 
@@ -49,8 +50,7 @@ class AutoscaleController:
         scales: dict[str, Mapping[str, Any]] = {}
         for key, doc in snapshot.values.items():
             if key.startswith(DESIRED_SERVICES):
-                scale = doc.get("scale") if isinstance(doc, Mapping) else None
-                if isinstance(scale, Mapping) and (scale.get("horizontal") or scale.get("vertical")):
+                if isinstance(doc, Mapping) and (service_doc.horizontal(doc) or service_doc.vertical(doc)):
                     services[key[len(DESIRED_SERVICES):]] = doc
             elif key.startswith(INSTANCES):
                 full, _, inst = key[len(INSTANCES):].rpartition("/")
@@ -81,15 +81,15 @@ class AutoscaleController:
                         if isinstance(s.get("value"), (int, float)) and (s.get("time") or 0) >= stale_before}
                  for name, by_src in metrics.items()}
         previous = previous if isinstance(previous, Mapping) else None
-        requests = vertical_requests(service, previous) or dict(service.get("resources") or {})
+        requests = vertical_requests(service, previous) or dict(service_doc.resources(service))
         insts = [self._instance(name, snapshot.get(f"{OBSERVED_INSTANCES}{tenant}/{name}"), requests, fresh)
                  for name in names]
         insts = _share_totals(insts, fresh, set(names))
         doc: dict[str, Any] = {"service": full}
-        h = service["scale"].get("horizontal")
+        h = service_doc.horizontal(service)
         if h:
             doc.update(self._horizontal(h, service, insts, fresh, previous, now_ms))
-        v = service["scale"].get("vertical")
+        v = service_doc.vertical(service)
         if v:
             doc.update(_vertical(v, service, requests, insts, previous, now_ms))
         if previous and _same_decision(previous, doc):
@@ -147,7 +147,7 @@ def _vertical(v, service, requests, insts, previous, now_ms) -> dict:
     resources), the change waiting out its 60 s / 5 min (`pending`), the P95s (`vertical`) and the
     last applied change (`vertical_event`). A changed `requests` changes the effective service's
     spec, so the rollout controller rolls it out within the update and disruption budgets."""
-    base = dict(service.get("resources") or {})
+    base = dict(service_doc.resources(service))
     usage = [[now_ms, i.samples.get("cpu"), i.samples.get("memory")]
              for i in insts if i.state == calc.RUNNING]
     ours = previous if previous and previous.get("base") == base else {}  # a new apply starts over

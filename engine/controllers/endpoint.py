@@ -19,13 +19,14 @@ from collections import defaultdict
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
+from ccattler.engine.facts import service_doc
 from ccattler.engine.facts.keys import DESIRED_SERVICES, ENDPOINTS, OBSERVED_INSTANCES, PLACEMENTS
 from ccattler.engine.facts.snapshot import ChangeSet, Snapshot, changed_keys
 
 
 def _ports(service: dict[str, Any]) -> list[dict[str, Any]]:
     ports = [{"port": e.get("port"), "protocol": e.get("protocol") or "tcp"}
-             for e in service.get("expose") or [] if isinstance(e, dict) and isinstance(e.get("port"), int)]
+             for e in service_doc.expose(service) if isinstance(e, dict) and isinstance(e.get("port"), int)]
     return sorted(ports, key=lambda p: (p["port"], p["protocol"]))
 
 

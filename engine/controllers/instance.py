@@ -20,7 +20,7 @@ from typing import Any, ClassVar, NamedTuple
 from ccattler.engine.autoscale.effective import effective_service
 from ccattler.engine.controllers.ordered_stop import OBSERVED, StopWindow, ordinal_of, removable, stop_window
 from ccattler.engine.disruption.surge import surge
-from ccattler.engine.facts import ServiceRef, instance_key
+from ccattler.engine.facts import ServiceRef, instance_key, service_doc
 from ccattler.engine.facts.keys import DESIRED_SERVICES, DISRUPTIONS, INSTANCES, ROLLOUTS, SCALE
 from ccattler.engine.facts.snapshot import ChangeSet, Snapshot
 
@@ -199,7 +199,7 @@ class InstanceController:
 
 
 def _document(ref: ServiceRef, service: Mapping[str, Any], spec: str, name: str, ordinal: int | None) -> dict:
-    resources = service.get("resources") or {}
+    resources = service_doc.resources(service)
     return {
         "service": ref.full,
         "name": name,

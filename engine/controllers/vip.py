@@ -14,7 +14,7 @@ import ipaddress
 from collections.abc import Mapping
 from typing import Any
 
-from ccattler.engine.facts import CcaError
+from ccattler.engine.facts import CcaError, service_doc
 from ccattler.engine.facts.keys import VIPS
 
 DEFAULT_SERVICE_CIDR = "10.96.0.0/16"
@@ -34,7 +34,7 @@ def dns_name(full: str) -> str:
 def exposed_ports(service: Any) -> list[dict[str, Any]]:
     """The service's `expose` entries as `{"port", "protocol", "external"}`, sorted."""
     ports = []
-    for entry in (service.get("expose") or []) if isinstance(service, dict) else []:
+    for entry in service_doc.expose(service) if isinstance(service, dict) else []:
         if isinstance(entry, dict) and isinstance(entry.get("port"), int):
             ports.append({"port": entry["port"], "protocol": entry.get("protocol") or "tcp",
                           "external": bool(entry.get("external"))})
@@ -109,6 +109,6 @@ class VipAllocator:
 def counted(service: Any) -> bool:
     """Whether the nodes count new connections to the service's VIP: it scales on
     `requests_per_second` (agent/service_metrics.py; a gate's requests are counted at the gate)."""
-    horizontal = ((service.get("scale") or {}).get("horizontal") or {}) if isinstance(service, dict) else {}
+    horizontal = service_doc.horizontal(service) if isinstance(service, dict) else {}
     return any(isinstance(t, dict) and t.get("metric") == "requests_per_second"
                for t in horizontal.get("targets") or ())

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ccattler.engine.disruption import budget
+from ccattler.engine.facts import service_doc
 
 #: The rollout document's states that mean "nothing is being rolled out any more": the rollout
 #: controller's settled states (engine/rollout/controller.py `SETTLED`; a `failed` rollout steps no
@@ -87,7 +88,7 @@ def drain_step(name: str, service: Mapping[str, Any], members: Sequence[Member],
             remove.append(member.name)
             allowed -= 1
     left = [m for m in drained if m.name not in remove]
-    max_extra = (service.get("update") or {}).get("max_extra", 1)
+    max_extra = service_doc.update(service).get("max_extra", 1)
     extra = min(len(left), max_extra if isinstance(max_extra, int) and max_extra > 0 else 1)
     waits = {}
     for node in sorted({str(m.node) for m in left}):

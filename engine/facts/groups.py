@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ccattler.engine.facts import service_doc
+
 
 def port_clashes(services: Mapping[str, Any]) -> list[str]:
     """`t/a and t/b both listen on tcp 8080` for each port two of `services` (`t/svc` → its service
@@ -14,7 +16,7 @@ def port_clashes(services: Mapping[str, Any]) -> list[str]:
     seen: dict[tuple[str, int], str] = {}
     clashes = []
     for name, doc in services.items():
-        for expose in (doc or {}).get("expose") or []:
+        for expose in service_doc.expose(doc):
             proto = "udp" if expose.get("protocol") == "udp" else "tcp"
             port = (proto, int(expose.get("port") or 0))
             if port in seen and seen[port] != name:

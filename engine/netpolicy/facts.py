@@ -12,6 +12,7 @@ from typing import Any
 
 from clingo import Symbol
 
+from ccattler.engine.facts import service_doc
 from ccattler.engine.facts.keys import DESIRED_LP, DESIRED_NETWORKS, DESIRED_SERVICES
 from ccattler.engine.solve import Const, atom
 
@@ -46,7 +47,7 @@ def rule_facts(rule_id: str, doc: Mapping[str, Any]) -> list[Symbol]:
 
 def service_facts(identity: str, doc: Mapping[str, Any]) -> list[Symbol]:
     facts = [atom("identity", identity, identity.split("/", 1)[0])]  # the same as in snapshot_facts
-    for entry in doc.get("expose") or []:
+    for entry in service_doc.expose(doc):
         if isinstance(entry, dict) and isinstance(entry.get("port"), int):
             proto = entry.get("protocol") if entry.get("protocol") in PROTOCOLS else "tcp"
             facts.append(atom("exposes", identity, entry["port"], Const(proto)))

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ccattler.engine.facts import service_doc
 from ccattler.engine.facts.keys import (
     DESIRED_NODES,
     DESIRED_SERVICES,
@@ -233,8 +234,8 @@ def _instance(key: str, doc: Mapping[str, Any]) -> Instance:
 
 
 def _service(key: str, doc: Mapping[str, Any]) -> Service:
-    placement = doc.get("placement") or {}
-    resources = doc.get("resources") or {}
+    placement = service_doc.placement(doc)
+    resources = service_doc.resources(doc)
     return Service(
         name=f"{doc['tenant']}/{doc['name']}",
         cpu=_fits(int(resources.get("cpu") or 0)),

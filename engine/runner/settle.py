@@ -50,11 +50,12 @@ def settle(
     stats = {c.name: ControllerStats() for c in controllers}
     dropped: dict[str, set[str]] = {c.name: set() for c in controllers}
     last_changes: list[str] = []
+    frozen: dict[str, tuple[int, object]] = {}  # one frozen value per key and revision, for every step
     for round_number in range(1, max_rounds + 1):
         last_changes = []
         for controller in controllers:
             for _attempt in range(MAX_CONFLICTS):
-                snapshot = read_snapshot(store, controller.reads)
+                snapshot = read_snapshot(store, controller.reads, frozen)
                 outcome = step(store, controller, snapshot, now, stats[controller.name],
                                max_ops=max_ops, max_bytes=DEFAULT_MAX_BYTES)
                 dropped[controller.name].update(outcome.pruned.dropped)

@@ -4,6 +4,9 @@
 keeps one in-memory view per prefix, listed once and then updated from `watch` events (re-listed
 when the watch reports `resync`), so a tick costs a dictionary copy instead of a full read; its
 snapshots may lag the store by the watch delay, which the commit guards catch.
+
+Both hand out documents frozen (`engine/facts/frozen.py`): decoded once per revision and shared by
+every controller, so one that mutates a document raises instead of changing what the others see.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from ccattler.engine.facts.frozen import freeze
 from ccattler.engine.facts.snapshot import Snapshot
 from ccattler.engine.store.base import Event, Store, StoreError, Watch
 
@@ -27,8 +31,11 @@ def minimal_prefixes(prefixes: Iterable[str]) -> list[str]:
     return result
 
 
-def read_snapshot(store: Store, prefixes: Iterable[str]) -> Snapshot:
-    """All facts under `prefixes` at one revision (one range per prefix)."""
+def read_snapshot(store: Store, prefixes: Iterable[str],
+                  frozen: dict[str, tuple[int, Any]] | None = None) -> Snapshot:
+    """All facts under `prefixes` at one revision (one range per prefix). `frozen` (key → (mod
+    revision, frozen value)), kept by the caller across reads, reuses the value frozen at the same
+    mod revision: `settle` then hands every controller one object per revision, as the cache does."""
     values: dict[str, Any] = {}
     mods: dict[str, int] = {}
     revision: int | None = None
@@ -36,7 +43,14 @@ def read_snapshot(store: Store, prefixes: Iterable[str]) -> Snapshot:
         facts, rev = store.range(prefix, revision)
         revision = rev if revision is None else revision
         for fact in facts:
-            values[fact.key] = fact.value
+            held = frozen.get(fact.key) if frozen is not None else None
+            if held is not None and held[0] == fact.mod_revision:
+                value = held[1]
+            else:
+                value = freeze(fact.value)
+                if frozen is not None:
+                    frozen[fact.key] = (fact.mod_revision, value)
+            values[fact.key] = value
             mods[fact.key] = fact.mod_revision
     if revision is None:
         revision = store.revision()
@@ -86,7 +100,7 @@ class FactCache:
         watch = self._store.watch(view.prefix, revision)
         with self._lock:
             old, view.watch = view.watch, watch
-            view.values = {f.key: f.value for f in facts}
+            view.values = {f.key: freeze(f.value) for f in facts}
             view.mods = {f.key: f.mod_revision for f in facts}
             view.revision = view.listed_at = revision
             self._lock.notify_all()
@@ -110,11 +124,12 @@ class FactCache:
                     continue
                 self._on_change(view.prefix, view.revision)
                 continue
+            value = freeze(event.value)
             with self._lock:
                 if event.revision <= view.listed_at:
                     continue  # from the watch a re-list replaced: already in the listed values
                 if event.kind == "put":
-                    view.values[event.key] = event.value
+                    view.values[event.key] = value
                     view.mods[event.key] = event.revision
                 else:
                     view.values.pop(event.key, None)
@@ -123,7 +138,7 @@ class FactCache:
                 self._lock.notify_all()
             if event.kind != "put" or event.value != event.prev_value:
                 # A rewrite of the same value triggers nothing.
-                self._on_change(event.key, event.revision, event.prev_value, event.value)
+                self._on_change(event.key, event.revision, event.prev_value, value)
 
     def relist(self, prefixes: Iterable[str]) -> None:
         """Re-read the views covering `prefixes` from the store (after repeated conflicts)."""

@@ -1,11 +1,13 @@
 """Builders for controller tests (importable as `controller_builders`): documents in the shapes of
-docs/facts.md, snapshots, applying change sets to a dict the way a store would."""
+docs/facts.md, snapshots, applying change sets to a dict the way a store would. The `World` holds
+documents frozen, as the runner's snapshots hand them out: a controller that mutates one fails."""
 
 from __future__ import annotations
 
 from types import MappingProxyType
 from typing import Any
 
+from ccattler.engine.facts.frozen import freeze
 from ccattler.engine.facts.snapshot import ChangeSet, Snapshot
 
 
@@ -44,12 +46,12 @@ class World:
 
     def __init__(self, *facts: tuple[str, Any]) -> None:
         self.revision = 1
-        self.values: dict[str, Any] = dict(facts)
+        self.values: dict[str, Any] = {k: freeze(v) for k, v in facts}
         self.mods: dict[str, int] = {k: 1 for k in self.values}
 
     def put(self, key: str, value: Any) -> None:
         self.revision += 1
-        self.values[key] = value
+        self.values[key] = freeze(value)
         self.mods[key] = self.revision
 
     def delete(self, key: str) -> None:
@@ -66,7 +68,7 @@ class World:
             self.values.pop(key, None)
             self.mods.pop(key, None)
         for key, value in changes.puts.items():
-            self.values[key] = value
+            self.values[key] = freeze(value)
             self.mods[key] = self.revision
 
     def under(self, prefix: str) -> dict[str, Any]:

@@ -7,6 +7,7 @@ from types import MappingProxyType
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from ccattler.engine.facts.frozen import freeze
 from ccattler.engine.facts.snapshot import Snapshot
 from ccattler.engine.netpolicy.controller import NetpolicyController
 from ccattler.engine.netpolicy.evaluate import evaluate, evaluate_for
@@ -40,7 +41,7 @@ def _world():
 def _run(controller, values, revision=1):
     changes = controller.reconcile(Snapshot(revision, MappingProxyType(dict(values))), 0.0)
     values = dict(values)
-    values.update(changes.puts)
+    values.update((k, freeze(v)) for k, v in changes.puts.items())  # read-only, as the runner hands them out
     for key in changes.deletes:
         values.pop(key)
     return changes, values

@@ -4,6 +4,7 @@ from collections import Counter
 from typing import Any
 
 from ccattler.engine.controllers.instance import InstanceController
+from ccattler.engine.facts.frozen import freeze
 from ccattler.engine.facts.snapshot import Snapshot
 from ccattler.engine.placement.builders import GI, node, service
 from ccattler.engine.placement.controller import PlacementController
@@ -14,7 +15,7 @@ class World:
     """A fact dict driven by the instance and placement controllers, like `settle` does."""
 
     def __init__(self, *facts: tuple[str, Any]) -> None:
-        self.values: dict[str, Any] = dict(facts)
+        self.values: dict[str, Any] = {k: freeze(v) for k, v in facts}  # as the runner hands them out
         self.revision = 1
         self.placement = PlacementController()
 
@@ -22,7 +23,7 @@ class World:
         return Snapshot(self.revision, dict(self.values))
 
     def apply(self, changes) -> None:
-        self.values.update(changes.puts)
+        self.values.update((k, freeze(v)) for k, v in changes.puts.items())
         for key in changes.deletes:
             self.values.pop(key, None)
         self.revision += 1
