@@ -280,6 +280,11 @@ class AioListener:
                  pool_size: int, call_threads: int = 16) -> None:
         self.pool = Pools(min(call_threads, pool_size), pool_size)
         self._loop = asyncio.new_event_loop()
+        # `asyncio.to_thread` of coroutine handlers (each heartbeat's store calls) waits on the store:
+        # on etcd that is two round trips per beat, and the default six threads (2 cores) queued 200
+        # nodes' beats past their leases under load, so nodes expired and re-registered en masse.
+        waits = futures.ThreadPoolExecutor(pool_size, thread_name_prefix="cca-api-wait")  # started on demand
+        self._loop.set_default_executor(waits)
         self._thread = threading.Thread(target=self._loop.run_forever, name="cca-api-loop", daemon=True)
         self._thread.start()
 

@@ -155,6 +155,7 @@ class ApiServer:
             return False
 
     def start(self) -> ApiServer:
+        self._slices.start()  # its history then covers what another server's agents resume from
         self.mtls.start()
         self.token.start()
         self.audit.start_pruning()

@@ -9,7 +9,10 @@ size and `persistent` flag), never secrets or other nodes' placements and rules.
 nodes it concerns (a thousand agents cost one store watch, and each gets only its own changes).
 When a placement moves, the old node gets deletes for it (and for the service spec it no longer
 needs); the new node gets the placement, the instance document and, the first time, the spec.
-A resumed watch that missed changes gets `resync` (the agent re-reads from revision 0); `summon`
+A resumed watch that missed changes gets them from the hub's recent dispatches
+(engine/api/slice_history.py: an agent whose API server died resumes on another one without a
+re-read), or, from before what is kept, `resync` — and its stream ends there: the agent re-reads
+from revision 0 on a new one (left open, each such agent held two streams); `summon`
 sends a `tunnel` event (the server wants a logs/exec session: the agent opens its tunnel). Each
 node's stream is a `NodeQueue` (engine/api/slice_queue.py: events encoded once, the bounded queue);
 `max_bytes` is the server's `watch_max_bytes`.
@@ -26,6 +29,7 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from ccattler.engine.api.slice_history import SliceHistory
 from ccattler.engine.api.slice_queue import BATCH, MAX_BYTES, Event, Fanout, NodeQueue
 from ccattler.engine.facts.keys import (
     ADDRESSES,
@@ -64,6 +68,10 @@ _OWN = (FIREWALL, NODE_CONDITIONS, DESIRED_NODES)
 _ROUTED = (PLACEMENTS, ADDRESSES, INSTANCES, DESIRED_SERVICES, ROLLOUTS, *_SHARED, *_OWN)
 
 
+def _resync(batch: list[Event]) -> bool:
+    return any(event.kind == "resync" for event in batch)
+
+
 def _instance_of(key: str) -> str:
     """"tenant/instance" of a placement, address or instance key."""
     parts = key.split("/")
@@ -80,6 +88,7 @@ class SliceHub:
         self._thread: threading.Thread | None = None
         self._watch: Any = None
         self._subscribing = ThreadPoolExecutor(1, thread_name_prefix="cca-slice-subscribe")
+        self._history = SliceHistory()
         self._reset_state()
 
     def _reset_state(self) -> None:
@@ -109,6 +118,8 @@ class SliceHub:
                 batch = sub.get(1.0, limit)
                 if batch:
                     yield batch
+                    if _resync(batch):
+                        return
         finally:
             self._unsubscribe(sub)
 
@@ -135,6 +146,8 @@ class SliceHub:
                 batch = sub.take(limit)
                 if batch:
                     yield batch
+                    if _resync(batch):
+                        return  # the agent re-reads on a new stream: this one would stay open unread
                     continue
                 await ready.wait()
                 ready.clear()
@@ -147,9 +160,20 @@ class SliceHub:
             self._start()
             if from_revision <= 0:
                 sub.push([*self._current(sub.node), Event("synced", "", None, self.revision)], counted=False)
-            elif from_revision < self.revision:  # the changes in between are not kept per node
+            elif from_revision < self.revision and self._history.covers(from_revision):
+                # Another server's agent failing over: what it missed, not its whole slice again
+                # (exempt from the byte bound like an initial slice: the hub's own objects).
+                for events, fanout in self._history.replay(sub.node, from_revision):
+                    sub.push(events, fanout, counted=False)
+            elif from_revision < self.revision:  # from before what the history keeps
                 sub.push([Event("resync", "", None, self.revision)])
             self._subs[sub.node].add(sub)
+
+    def start(self) -> None:
+        """Follow the store now rather than on the first subscription, so that the history covers
+        the revisions agents of another server may resume from (engine/api/slice_history.py)."""
+        with self._lock:
+            self._start()
 
     def _unsubscribe(self, sub: NodeQueue) -> None:
         with self._lock:
@@ -183,6 +207,7 @@ class SliceHub:
             if fact.key.startswith(_ROUTED):
                 self._route(fact.key, fact.value)
         self.revision = revision
+        self._history.reset(revision)
         self._watch = self.store.watch("", revision)
 
     def _current(self, node: str) -> list[Event]:
@@ -235,7 +260,8 @@ class SliceHub:
                 shared.clear()
                 for node in self._subs:
                     out[node] = [Event("resync", "", None, self.revision)]
-                break
+                self._push(out, None)
+                return
             self.revision = max(self.revision, event.revision)
             if event.key.startswith(_ROUTED):
                 made: dict[tuple[str, str], Event] = {}  # one event object per change, shared
@@ -248,6 +274,10 @@ class SliceHub:
                     if node is not None:
                         out[node].append(made[kind, key])
         fanout = Fanout(shared) if shared else None
+        self._history.record(self.revision, out, fanout)
+        self._push(out, fanout)
+
+    def _push(self, out: dict[str, list[Event]], fanout: Fanout | None) -> None:
         for node, subs in self._subs.items():
             events = out.get(node, [])
             if events or fanout is not None:

@@ -32,6 +32,8 @@ from ccattler.engine.store.ops import decode, prepare_txn
 __all__ = ["EtcdStore", "parse_endpoints"]
 
 _PAGE = 2000  # keys per range page; pages are read at one revision, so the result is one snapshot
+#: Reads per txn of `get_many`: etcd's default --max-txn-ops (a txn counts its reads too).
+_GETS_PER_TXN = 128
 
 
 class EtcdStore(Store):
@@ -69,6 +71,22 @@ class EtcdStore(Store):
         check_key(key)
         response = self._conn.call("KV", "Range", etcdrpc.RangeRequest(key=self._key(key)))
         return self._fact(response.kvs[0]) if response.kvs else None
+
+    def get_many(self, keys: list[str]) -> dict[str, Fact]:
+        """One read-only txn of `get`s per `_GETS_PER_TXN` keys (an agent's report reads every key it
+        writes: one round trip each was a tenth of the API server's time at 200 nodes on etcd)."""
+        for key in keys:
+            check_key(key)
+        found: dict[str, Fact] = {}
+        for start in range(0, len(keys), _GETS_PER_TXN):
+            ops = [etcdrpc.RequestOp(request_range=etcdrpc.RangeRequest(key=self._key(key)))
+                   for key in keys[start : start + _GETS_PER_TXN]]
+            response = self._conn.call("KV", "Txn", etcdrpc.TxnRequest(success=ops))
+            for op in response.responses:
+                for kv in op.response_range.kvs:
+                    fact = self._fact(kv)
+                    found[fact.key] = fact
+        return found
 
     def range(self, prefix: str, revision: int | None = None) -> tuple[list[Fact], int]:
         start, end = self._range_bounds(prefix)

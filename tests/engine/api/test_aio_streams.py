@@ -143,3 +143,15 @@ def test_a_tunnel_is_a_coroutine_carrying_a_session_both_ways(cluster, tmp_path)
     finally:
         ups.put(None)
         client.close()
+
+
+def test_coroutine_handlers_store_waits_are_not_queued_behind_a_few_threads(cluster):
+    # A heartbeat's store calls go through `asyncio.to_thread`: on etcd each waits for the cluster,
+    # so 40 beats waiting at once must hold 40 threads, not queue behind the default six.
+    barrier = threading.Barrier(40, timeout=10)
+
+    async def beats():
+        await asyncio.gather(*(asyncio.to_thread(barrier.wait) for _ in range(40)))
+
+    listener = cluster.server.mtls
+    asyncio.run_coroutine_threadsafe(beats(), listener._loop).result(20)  # BrokenBarrierError if queued

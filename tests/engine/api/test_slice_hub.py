@@ -95,12 +95,71 @@ def test_a_move_deletes_from_the_old_node_and_brings_everything_to_the_new_one(s
         hub.close()
 
 
-def test_a_resumed_watch_that_missed_changes_is_told_to_resync(store):
+def test_a_watch_resumed_from_before_the_hubs_history_is_told_to_resync_and_ends(store):
     hub = SliceHub(store)
     try:
-        initial(hub.stream("n1", 0, lambda: True))
+        first = hub.stream("n1", 0, lambda: True)
+        initial(first)
         store.put("derived/placement/shop/web-b2", placement("n1", instance="web-b2"))
-        assert next(hub.stream("n1", 1, lambda: True)).kind == "resync"
+        deadline = time.monotonic() + 3  # bounded, so a stream that stays open fails, not hangs
+        resumed = hub.stream("n1", 1, lambda: time.monotonic() < deadline)  # from before the hub loaded
+        assert next(resumed).kind == "resync"
+        store.put("derived/placement/shop/web-c3", placement("n1", instance="web-c3"))
+        # the agent re-reads on a new stream: this one must end, not stay open beside it
+        assert list(resumed) == []
+        assert len(hub._subs["n1"]) == 1  # the first stream's only
+    finally:
+        hub.close()
+
+
+def caught_up(hub, store):
+    deadline = time.monotonic() + 5
+    while hub.revision < store.revision():
+        assert time.monotonic() < deadline, "the hub did not follow the store"
+        time.sleep(0.01)
+
+
+def synced_at(events):
+    for event in events:
+        if event.kind == "synced":
+            return event.revision
+    raise AssertionError("no synced event")
+
+
+def test_a_watch_resumed_on_another_server_gets_what_it_missed_not_its_whole_slice(store):
+    # two API servers' hubs on one store; the agent watched on the first, which then died
+    first, second = SliceHub(store), SliceHub(store)
+    second.start()
+    try:
+        revision = synced_at(first.stream("n1", 0, lambda: True))
+        store.put("derived/placement/shop/web-b2", placement("n1", instance="web-b2"))
+        store.put("derived/placement/shop/db-1", placement("n2", "shop/db", "db-1"))  # not n1's
+        store.put("derived/network/subnet/n3", {"node": "n3", "subnet": "10.0.3.0/24"})  # everyone's
+        caught_up(second, store)
+        resumed = second.stream("n1", revision, lambda: True)
+        got = [(e.kind, e.key) for e in read_until(resumed, 2)]
+        assert got == [("put", "derived/placement/shop/web-b2"), ("put", "derived/network/subnet/n3")]
+        store.put("derived/network/ip/shop/web-b2", {"node": "n1", "ip": "10.0.1.3"})
+        assert [e.key for e in read_until(resumed, 1)] == ["derived/network/ip/shop/web-b2"]
+    finally:
+        first.close()
+        second.close()
+
+
+def test_the_history_keeps_its_bound_and_a_resume_from_before_it_resyncs(store):
+    hub = SliceHub(store)
+    hub.start()
+    hub._history.limit = 2
+    try:
+        revision = synced_at(hub.stream("n1", 0, lambda: True))
+        for i in range(3):  # one dispatch each: the hub caught up before the next
+            store.put(f"derived/network/subnet/x{i}", {"node": f"x{i}", "subnet": f"10.9.{i}.0/24"})
+            caught_up(hub, store)
+        assert not hub._history.covers(revision)
+        assert next(hub.stream("n1", revision, lambda: True)).kind == "resync"
+        assert hub._history.covers(store.revision() - 1)
+        latest = hub.stream("n1", store.revision() - 1, lambda: True)
+        assert [e.key for e in read_until(latest, 1)] == ["derived/network/subnet/x2"]
     finally:
         hub.close()
 

@@ -84,7 +84,14 @@ def test_a_stalled_slice_subscriber_is_dropped_and_its_agent_re_reads(tmp_path):
         with pytest.raises(FellBehind, match="watch fell behind at revision"):
             while time.monotonic() < deadline:
                 next(stalled)
-        # The agent resumes from its revision; the hub cannot replay per node, so it re-reads.
+        while hub.revision < store.revision() and time.monotonic() < deadline + 5:
+            time.sleep(0.01)
+        # The agent resumes from its revision: the hub's history replays what it missed, each shared
+        # document once, as it ended (engine/api/slice_history.py), not the twelve versions.
+        resumed = next(hub.batches("n1", first[-1].revision, lambda: True))
+        assert [(e.kind, e.value["i"]) for e in resumed] == [("put", 11)]
+        # From before the history (it keeps a bounded number of events): a re-read.
+        hub._history.since = store.revision()
         resumed = next(hub.batches("n1", first[-1].revision, lambda: True))
         assert resumed[0].kind == "resync"
     finally:

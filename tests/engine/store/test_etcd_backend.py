@@ -89,6 +89,20 @@ def test_a_server_with_lower_limits_refuses_the_whole_txn_naming_its_limit():
         store.txn(puts={f"o/{i:03}": i for i in range(128)})
 
 
+def test_get_many_reads_in_one_txn_per_128_keys_within_the_default_txn_limit():
+    with EtcdProcess(max_txn_ops=128) as etcd, open_store(etcd.url) as store:
+        store.txn(puts={f"o/{i:03}": i for i in range(100)})
+        store.txn(puts={f"o/{i:03}": i for i in range(100, 200)})
+        calls = []
+        call = store._conn.call
+        store._conn.call = lambda *args, **kw: calls.append(args[1]) or call(*args, **kw)
+        keys = [f"o/{i:03}" for i in range(300)]  # 100 of them do not exist
+        found = store.get_many(keys)
+        assert calls == ["Txn", "Txn", "Txn"]  # 128 + 128 + 44 reads, not 300 round trips
+        assert sorted(found) == keys[:200]
+        assert found["o/007"].value == 7 and found["o/007"].mod_revision > 0
+
+
 def write_tls_files(directory) -> EtcdTls:
     """A CA, a server certificate for 127.0.0.1 and a client certificate, as PEM files."""
     ca = CertificateAuthority.create("etcd-test-ca")
