@@ -319,6 +319,12 @@ def configure(limits: PolicyLimits) -> PolicyPool:
     return _pool
 
 
+def current_limits() -> PolicyLimits:
+    """The limits admission applies now (without starting a pool): what validation checks against."""
+    with _pool_lock:
+        return _pool.limits if _pool is not None else PolicyLimits()
+
+
 def pool() -> PolicyPool:
     """The process's pool (default limits unless `configure` was called)."""
     global _pool
