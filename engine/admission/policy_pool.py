@@ -116,9 +116,12 @@ class Worker:
         chunks, left = [], count
         while left:
             wait = deadline - time.monotonic()
-            if wait <= 0 or not select.select([fd], [], [], wait)[0]:
-                raise _Overrun()
-            chunk = os.read(fd, min(left, 1 << 20))
+            try:
+                if wait <= 0 or not select.select([fd], [], [], wait)[0]:
+                    raise _Overrun()
+                chunk = os.read(fd, min(left, 1 << 20))
+            except (OSError, ValueError) as exc:  # closed under us: the pool is closing
+                raise _Dead(f"the worker's pipe closed ({type(exc).__name__})") from None
             if not chunk:
                 raise _Dead("the worker exited")
             chunks.append(chunk)
