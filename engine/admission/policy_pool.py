@@ -45,8 +45,8 @@ class PolicyLimits:
     seconds: float = 2.0
     #: Address space of each worker (RLIMIT_AS): the memory budget of grounding and solving.
     memory_bytes: int = 1 << 30
-    #: Solver conflicts per policy (the programs are stratified: a real policy needs none).
-    conflicts: int = 10_000
+    #: Solver conflicts per policy (the programs are stratified: a real policy needs none; None: no cap).
+    conflicts: int | None = 10_000
     #: Output atoms (deny/warn/message/set_default) per policy, and bytes of one answer.
     max_atoms: int = 10_000
     max_reply_bytes: int = 16 * 1024 * 1024
@@ -206,15 +206,23 @@ class PolicyPool:
             self._start()
 
     def pids(self) -> list[int]:
-        """The worker processes (started or starting)."""
+        """The live worker processes (started or starting)."""
         with self._lock:
-            return sorted(w.pid for w in self._all)
+            return sorted(w.pid for w in self._all if w.process.poll() is None)
 
     def _borrow(self) -> Worker | None:
-        try:
-            return self._idle.get(timeout=self.limits.wait_seconds)
-        except queue.Empty:
-            return None
+        """An idle live worker; one that died while idle (OOM killer, an operator) is replaced,
+        never handed to a request."""
+        deadline = time.monotonic() + self.limits.wait_seconds
+        while (wait := deadline - time.monotonic()) > 0:
+            try:
+                worker = self._idle.get(timeout=wait)
+            except queue.Empty:
+                return None
+            if worker.process.poll() is None:
+                return worker
+            self._replace(worker)
+        return None
 
     def evaluate(self, name: str, text: str, facts: list[Any]) -> list[Symbol] | PolicyFailure:
         """Policy `name`'s output atoms over `facts` (symbol trees, policy_wire.py), or why not."""
@@ -261,7 +269,8 @@ class PolicyPool:
             return PolicyFailure("policy_budget", "memory",
                                  f"{phase} needed more than its {limits.memory_bytes >> 20} MiB")
         if error == "solving":
-            why = f"{limits.seconds:g} s" if reply.get("timed_out") else f"{limits.conflicts} conflicts"
+            timed_out = reply.get("timed_out") or limits.conflicts is None
+            why = f"{limits.seconds:g} s" if timed_out else f"{limits.conflicts} conflicts"
             return PolicyFailure("policy_budget", "solving time", f"solving did not finish within {why}")
         if error == "output":
             return PolicyFailure("policy_budget", "output",

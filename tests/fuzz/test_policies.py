@@ -24,7 +24,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ccattler.engine.admission.policy_pool import pool
+from ccattler.engine.admission.policy_pool import PolicyLimits, configure, pool
 from ccattler.engine.api.gen.ccattler.v1 import api_pb2
 from tests.fuzz.abuse import assert_alive, examples, outcome_is_clean, raw_unary, state
 
@@ -164,19 +164,27 @@ def test_the_issue_example_is_refused_at_policy_apply_with_the_budget(server, ad
 
 
 def test_a_worker_killed_mid_request_refuses_only_that_request(server, admin):
-    server.store.put("desired/lp/boom", {"kind": "lp", "name": "boom", "source": "boom.lp", "text": JOIN_30})
-    workers = pool().pids()
-    replies: list = []
-    thread = threading.Thread(target=lambda: replies.append(apply_services(admin)))
-    thread.start()
-    time.sleep(1.0)  # grounding by now (the budget is 2 s)
-    for pid in workers:  # the server's own workers, started by this test's server
-        os.kill(pid, signal.SIGKILL)
-    thread.join(60)
-    (reply,) = replies
-    assert isinstance(reply, grpc.RpcError) and reply.code() == grpc.StatusCode.PERMISSION_DENIED, reply
-    assert "boom.lp" in reply.details() and "[policy_" in reply.details(), reply.details()
-    assert_alive(admin.channel)
-    admin.json("PolicyDelete", api_pb2.PolicyRequest(name="boom"))
-    assert not isinstance(apply_services(admin), grpc.RpcError)  # replacement workers judge the next
-    admin.json("Delete", api_pb2.DeleteRequest(sources=[api_pb2.Source(path="budget.cca", text=SERVICES)]))
+    # Endless solving in little memory (no conflict budget for this test), so the kill ends it.
+    configure(PolicyLimits(seconds=60.0, conflicts=None))
+    try:
+        text = "p(1..40). h(1..39).\n{ in(P, H) : h(H) } = 1 :- p(P), service(_).\n" \
+               ":- h(H), #count { P : in(P, H) } > 1.\n"
+        server.store.put("desired/lp/spin", {"kind": "lp", "name": "spin", "source": "spin.lp", "text": text})
+        replies: list = []
+        thread = threading.Thread(target=lambda: replies.append(apply_services(admin)))
+        thread.start()
+        time.sleep(1.5)  # solving by now
+        for pid in pool().pids():  # the workers of the pool this test configured, the busy one among them
+            os.kill(pid, signal.SIGKILL)
+        thread.join(60)
+        (reply,) = replies
+        assert isinstance(reply, grpc.RpcError) and reply.code() == grpc.StatusCode.PERMISSION_DENIED, reply
+        assert "spin.lp" in reply.details() and "[policy_crashed]" in reply.details(), reply.details()
+        assert audited(server, "spin.lp")
+        assert_alive(admin.channel)
+        admin.json("PolicyDelete", api_pb2.PolicyRequest(name="spin"))
+        assert not isinstance(apply_services(admin), grpc.RpcError)  # replacement workers judge the next
+        sources = [api_pb2.Source(path="budget.cca", text=SERVICES)]
+        admin.json("Delete", api_pb2.DeleteRequest(sources=sources))
+    finally:
+        configure(PolicyLimits())

@@ -38,6 +38,8 @@ TRAP_GROUND = ('deny(x, (' + ", ".join(f"S{i}" for i in range(20)) + ')) :- serv
                + ", ".join(f"service(S{i})" for i in range(20)) + ".\n")
 TRAP_SOLVE = ('p(1..40). h(1..39).\n{ in(P, H) : h(H) } = 1 :- p(P), service("shop/big").\n'
               ':- h(H), #count { P : in(P, H) } > 1.\n')
+PIGEONS = ("p(1..40). h(1..39).\n{ in(P, H) : h(H) } = 1 :- p(P), service(_).\n"
+           ":- h(H), #count { P : in(P, H) } > 1.\n")
 TRAP_MEMORY = 'big(X, Y, Z) :- service("shop/big"), X = 1..3000, Y = 1..3000, Z = 1..3000.\n'
 TRAP_OUTPUT = 'deny(x, (N,)) :- service("shop/big"), N = 1..20000.\n'
 MINIMIZE = ("{ pick(S, N) : N = 1..1000 } :- service(S).\n#minimize { N, S : pick(S, N) }.\n"
@@ -129,10 +131,10 @@ def test_a_huge_choice_under_minimize_does_not_search(store, limits):
 
 
 def test_a_worker_killed_mid_request_refuses_that_request_only(store):
-    configure(PolicyLimits(seconds=20.0))
+    # Endless solving in little memory (no conflict budget here), so the kill is what ends it.
+    configure(PolicyLimits(seconds=60.0, conflicts=None))
     try:
-        seed(store, operator_policy("boom", JOIN_30))
-        before = set(pool().pids())
+        seed(store, operator_policy("spin", PIGEONS))
         outcome: list[BaseException] = []
 
         def judge() -> None:
@@ -143,15 +145,16 @@ def test_a_worker_killed_mid_request_refuses_that_request_only(store):
 
         thread = threading.Thread(target=judge)
         thread.start()
-        time.sleep(1.5)  # grounding 3^30 by now
-        for pid in before:  # the workers this test's pool started
+        time.sleep(1.5)  # solving by now
+        before = set(pool().pids())
+        for pid in before:  # the workers this test's pool started, the busy one among them
             os.kill(pid, signal.SIGKILL)
         thread.join(30)
         assert isinstance(outcome[0], Denied), outcome
         denial = outcome[0].denials[0]
-        assert (denial.policy, denial.code) == ("boom", "policy_crashed"), denial
-        assert "boom.lp" in denial.message and "signal 9" in denial.message, denial.message
-        still_serving(store, "boom")  # served by replacement workers
+        assert (denial.policy, denial.code) == ("spin", "policy_crashed"), denial
+        assert "spin.lp" in denial.message and "signal 9" in denial.message, denial.message
+        still_serving(store, "spin")  # served by replacement workers
         assert not before & set(pool().pids()) and pool().replaced >= 1
     finally:
         configure(PolicyLimits())
@@ -173,3 +176,13 @@ def test_break_glass_never_asks_a_worker(store, monkeypatch):
     monkeypatch.setattr(pool(), "reads", lambda *a: pytest.fail("a worker was asked"))
     assert authorize(store, ADMIN, "audit.read").allowed
     delete_policy(store, ADMIN, "boom")
+
+
+def test_workers_that_die_while_idle_are_replaced_not_blamed(store, limits):
+    apply_policy(store, ADMIN, "fine", 'deny(x, (S,)) :- image_tag(S, "latest").\n')
+    apply_compiled(store, ADMIN, three_services("a"), {"shop.cca"})  # the pool is up
+    for pid in pool().pids():
+        os.kill(pid, signal.SIGKILL)
+    time.sleep(0.2)
+    apply_compiled(store, ADMIN, three_services("b"), {"shop.cca"})  # judged by a fresh worker
+    assert pool().replaced >= 1
