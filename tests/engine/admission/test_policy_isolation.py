@@ -8,6 +8,7 @@ import pytest
 from admission_builders import ADMIN
 
 from ccattler.engine.admission import PolicyError, apply_policy, list_policies, policies, probe
+from ccattler.engine.admission.policy_pool import PolicyLimits
 from ccattler.engine.solve.errors import MessageLog
 
 
@@ -47,6 +48,8 @@ def test_oversized_policy_is_refused_before_any_child_runs(store, monkeypatch):
 
 def test_the_child_is_limited_in_memory(store, monkeypatch):
     monkeypatch.setattr(probe, "PROBE_MEMORY_BYTES", 300 << 20)
+    # A long admission budget, so that memory (not the grounding time budget) is what runs out.
+    monkeypatch.setattr(probe, "current_limits", lambda: PolicyLimits(seconds=30.0))
     text = "big(X, Y, Z) :- service(_), X = 1..3000, Y = 1..3000, Z = 1..3000.\n"
     with pytest.raises(PolicyError, match=r"did not finish|checker died|more than \d+ MiB"):
         apply_policy(store, ADMIN, "bad", text)
