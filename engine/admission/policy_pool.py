@@ -102,11 +102,14 @@ class Worker:
         stdout = self.process.stdout
         assert stdout is not None
         try:
-            header = self._read(stdout.fileno(), 4, deadline)
-            body = self._read(stdout.fileno(), frame_length(header, self.limit), deadline)
+            fd = stdout.fileno()
+            header = self._read(fd, 4, deadline)
+            body = self._read(fd, frame_length(header, self.limit), deadline)
             message = decode_frame(body)
         except WireError as exc:
             raise _Dead(str(exc)) from None
+        except (OSError, ValueError) as exc:  # closed under us: the pool is closing
+            raise _Dead(f"the worker's pipe closed ({type(exc).__name__})") from None
         if not isinstance(message, dict):
             raise _Dead("the worker sent something that is not a message")
         return message
