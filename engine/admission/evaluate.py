@@ -112,8 +112,11 @@ def operator_verdict(
 ) -> tuple[list[Denial], list[PolicyWarning], list[Mutation]]:
     """One operator policy's denials, warnings and mutations, judged in a policy worker. A policy
     that fails to ground or solve, or overruns its budget, denies (fail closed) and says why."""
-    memo = {} if memo is None else memo
-    trees = [encode_symbol(s, memo) for s in facts.select(pool().reads(text))]
+    reads = pool().reads(text)
+    trees = facts.select_trees(reads)
+    if trees is None:  # facts built without their wire form
+        memo = {} if memo is None else memo
+        trees = [encode_symbol(s, memo) for s in facts.select(reads)]
     symbols = pool().evaluate(name, text, trees)
     if isinstance(symbols, PolicyFailure):
         return [policy_failure(name, symbols, context)], [], []

@@ -248,7 +248,7 @@ def _decide(state: State, principal: Principal, requests: list[Request], summary
     if not requests:
         return Decision(True)
     policies = () if break_glass(principal, requests) else state.policies  # before any worker is asked
-    facts = Facts(wanted_signatures(policies))
+    facts = Facts(wanted_signatures(policies), wire=bool(policies))
     add_subject(facts, principal)
     add_requests(facts, requests)
     add_auth(facts, {k: v for k, v in state.docs.items() if k.startswith(AUTH_PREFIXES)})

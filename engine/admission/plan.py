@@ -167,7 +167,7 @@ def _judge(
     tenants = {t for c in added + changed + removed if (t := _tenant_of(c.ref)) is not None}
     # Break-glass first: the admin's policy removal never waits on a policy worker.
     policies = () if break_glass(principal, requests) else state.policies
-    facts = Facts(wanted_signatures(policies))
+    facts = Facts(wanted_signatures(policies), wire=bool(policies))
     add_subject(facts, principal)
     add_requests(facts, requests)
     add_auth(facts, {k: v for k, v in state.docs.items() if k.startswith(AUTH_PREFIXES)})
