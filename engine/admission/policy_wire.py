@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import struct
+from functools import lru_cache
 from typing import Any, BinaryIO
 
 from clingo import Function, Infimum, Number, String, Supremum, Symbol, SymbolType
@@ -73,18 +74,32 @@ def encode_symbol(sym: Symbol, memo: dict[Symbol, Any]) -> Any:
     return tree
 
 
+#: Names and constants recur in every fact about them: build each symbol once (a foreign call).
+_string = lru_cache(maxsize=1 << 16)(String)
+_number = lru_cache(maxsize=1 << 12)(Number)
+
+
+@lru_cache(maxsize=1 << 12)
+def _constant(name: str, positive: bool) -> Symbol:
+    return Function(name, [], positive)
+
+
 def decode_symbol(tree: Any) -> Symbol:
     """The symbol a JSON tree stands for; anything else raises `WireError`."""
     if isinstance(tree, bool):
         raise WireError("a boolean is not a symbol")
     if isinstance(tree, int):
-        return Number(tree)
+        if not -(2**31) <= tree < 2**31:
+            raise WireError(f"the number {tree} does not fit clingo's 32 bits")
+        return _number(tree)
     if isinstance(tree, str):
-        return String(tree)
+        return _string(tree)
     if isinstance(tree, list) and tree and isinstance(tree[0], str):
         if len(tree) == 1 and tree[0] in ("#inf", "#sup"):
             return Infimum if tree[0] == "#inf" else Supremum
         if len(tree) in (2, 3) and isinstance(tree[1], list):
+            if not tree[1] and tree[0]:
+                return _constant(tree[0], len(tree) == 2)
             try:
                 return Function(tree[0], [decode_symbol(a) for a in tree[1]], len(tree) == 2)
             except RecursionError:

@@ -25,7 +25,8 @@ def test_facts_without_wire_have_no_trees():
     assert facts.select_trees([("service", 1)]) is None
 
 
-@pytest.mark.parametrize("tree", [True, {"a": 1}, None, [], [1, []], ["f", "x"], ["f", [{}]], 1.5])
+@pytest.mark.parametrize("tree", [True, {"a": 1}, None, [], [1, []], ["f", "x"], ["f", [{}]], 1.5, 2**40,
+                                  ["f", [2**31]]])
 def test_junk_is_refused(tree):
     with pytest.raises(WireError):
         decode_symbol(tree)
