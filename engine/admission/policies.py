@@ -2,9 +2,9 @@
 
 A policy must parse, read no predicate that is neither in the vocabulary (`VOCABULARY`) nor derived
 by the policy itself (a typo such as `servce(S)` would otherwise be silently false), not recurse
-through rules that build new terms, and ground over a fixture of the vocabulary in a child process
-within a time limit (`probe.py`). Errors name
-`<name>.lp:line:col`.
+through rules that build new terms, and ground and solve over a fixture of three of each vocabulary
+fact in a child process within the admission budget (`probe.py`). Errors name `<name>.lp:line:col`.
+At request time the stored policies run in policy workers (`policy_pool.py`).
 """
 
 from __future__ import annotations
