@@ -108,12 +108,13 @@ def _first_non_ascii(name: str, text: str) -> str:
     return f"{name}.lp: error"
 
 
-def probe(name: str, text: str) -> None:
+def probe(name: str, text: str, program: str = "admission") -> None:
     """Raise `PolicyError` unless `text` parses, passes the static checks, grounds and solves over
-    the fixture in a child process within its limits and the admission budget."""
+    the fixture in a child process within its limits and the admission budget. `program="netpolicy"`
+    runs a netpolicy extension's own checks (`netpolicy.extensions.validate_extension`) in the child."""
     budget = current_limits().seconds
     command = [sys.executable, "-m", "ccattler.engine.admission.probe", name,
-               str(PROBE_CPU_SECONDS), str(PROBE_MEMORY_BYTES), repr(budget)]
+               str(PROBE_CPU_SECONDS), str(PROBE_MEMORY_BYTES), repr(budget), program]
     fixture = f"a fixture of {FIXTURE_COUNT} of each fact ({FIXTURE_COUNT ** 2} services)"
     try:
         done = subprocess.run(
@@ -158,6 +159,17 @@ def _limit_self(cpu: int, memory: int) -> None:
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 
 
+def _netpolicy(name: str, text: str) -> int:
+    from ccattler.engine.netpolicy.extensions import validate_extension
+
+    try:
+        validate_extension(name, text)
+    except PolicyError as exc:
+        print(str(exc).removeprefix(f"policy {name} is not valid:\n"))
+        return 1
+    return 0
+
+
 def main() -> int:
     _limit_self(int(sys.argv[2]), int(sys.argv[3]))
     from ccattler.engine.admission.policies import static_errors
@@ -171,6 +183,8 @@ def main() -> int:
         column = exc.start - (raw.rfind(b"\n", 0, exc.start) + 1) + 1
         print(f"{name}.lp:{line}:{column}: error: the policy is not valid UTF-8")
         return 1
+    if sys.argv[5:] == ["netpolicy"]:
+        return _netpolicy(name, text)
     try:
         budget = float(sys.argv[4])
         session = Session(program_from_text(f"lp/{name}", text, label=f"{name}.lp"),

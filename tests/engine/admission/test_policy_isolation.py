@@ -67,3 +67,13 @@ def test_the_logger_callback_never_raises(message):
     log.label = "x.lp"
     log(0, message)  # must not raise: clingo calls it from a nothrow callback
     assert len(log.messages) == 1
+
+
+@pytest.mark.parametrize(("text", "where"), [
+    ("é\n%! program: netpolicy\n", r"bad\.lp:1:1"),  # aborted clingo in the server before
+    ("x(S) :- servce(S).\n%! program: netpolicy\n", r"bad\.lp:1:\d+: error: unknown predicate servce/1"),
+])
+def test_netpolicy_extensions_are_checked_in_the_child_too(store, text, where):
+    with pytest.raises(PolicyError, match=where):
+        apply_policy(store, ADMIN, "bad", text)
+    assert list_policies(store) == []
