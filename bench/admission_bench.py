@@ -4,11 +4,13 @@ Each round edits every service's instance count and applies the file again, so e
 updates 100 services. Scenarios: the admin (cluster.admin); a user whose every request goes
 through a role and an ABAC `when` policy, with two operator .lp policies on top. The baseline in
 the same run is the bare store transaction of the same 100 documents (a ratio survives a shared
-machine). Run:
+machine). A third measure is the ordinary request's own check: one `authorize` (the capability
+check of a get or exec) by the same user with and without the two operator policies, which since
+policy workers costs a round trip to a worker process per policy. Run:
 
     .venv/bin/python bench/admission_bench.py [--services 100] [--rounds 40]
 
-Prints p50/p99 per scenario and stage (compile, admit+commit).
+Prints p50/p99 per scenario and stage (compile, admit+commit), then per authorize scenario.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import time
 from pathlib import Path
 
 from ccattler.dsl import Source, compile_sources
-from ccattler.engine.admission import Principal, apply_policy, apply_sources
+from ccattler.engine.admission import Principal, apply_policy, apply_sources, authorize
 from ccattler.engine.admission.operations import apply_compiled
 from ccattler.engine.store import open_store
 
@@ -75,6 +77,24 @@ def run(principal: Principal, services: int, rounds: int, policies: bool) -> dic
         return times
 
 
+def authorize_times(rounds: int, policies: bool) -> list[float]:
+    """One capability check by the user on one existing service (what every get/exec/logs pays)."""
+    with tempfile.TemporaryDirectory() as tmp, open_store(f"sqlite://{Path(tmp) / 'state.db'}") as store:
+        apply_sources(store, ADMIN, [Source("auth.cca", AUTH, None)])
+        if policies:
+            for name, text in POLICIES.items():
+                apply_policy(store, ADMIN, name, text)
+        apply_sources(store, ADMIN, [shop_file(10, 1)])
+        authorize(store, DEV, "service.read", "shop/svc1")  # warm: the policies' reads are cached
+        samples = []
+        for _ in range(rounds):
+            start = time.perf_counter()
+            decision = authorize(store, DEV, "service.read", "shop/svc1")
+            samples.append(time.perf_counter() - start)
+            assert decision.allowed, decision
+        return samples
+
+
 def bare_txn(services: int, rounds: int) -> list[float]:
     """The floor: the same 100 documents in one store transaction, no admission."""
     compiled = [compile_sources([shop_file(services, n)]) for n in (2, 3)]
@@ -104,6 +124,10 @@ def main() -> None:
         for stage, samples in times.items():
             p50, p99 = quantiles(samples)
             print(f"  {label:38s}  {stage:13s} {p50 * 1e3:7.1f} / {p99 * 1e3:7.1f}")
+    checks = (("authorize, user, no operator .lp", False), ("authorize, user, 2 operator .lp", True))
+    for label, policies in checks:
+        p50, p99 = quantiles(authorize_times(args.rounds * 5, policies))
+        print(f"  {label:38s}  {'check':13s} {p50 * 1e3:7.1f} / {p99 * 1e3:7.1f}")
 
 
 if __name__ == "__main__":

@@ -66,6 +66,13 @@ def server(
                                                    "audit log file before it is rotated.")] = 100,
     audit_log_maxbackup: Annotated[int, typer.Option("--audit-log-maxbackup", min=0, help="Rotated audit "
                                                      "log files kept (file.1 … file.N).")] = 5,
+    policy_seconds: Annotated[float, typer.Option("--policy-seconds", min=0.1, help="Wall clock one "
+                                                  "operator .lp policy may take grounding and solving "
+                                                  "one request (then the request is refused).")] = 2.0,
+    policy_memory: Annotated[int, typer.Option("--policy-memory-mib", min=128, help="Address space of each "
+                                               "policy worker process (MiB).")] = 1024,
+    policy_workers: Annotated[int, typer.Option("--policy-workers", min=1, help="Policy worker processes "
+                                                "kept started.")] = 2,
     time_zone: Annotated[str, typer.Option("--time-zone", help="The cluster's time zone (autoscaling "
                                                                "schedule windows).")] = "UTC",
     rebalance_interval: Annotated[float, typer.Option("--rebalance-interval", min=0.0, help="Seconds "
@@ -101,7 +108,8 @@ def server(
                             audit_max_age=max_age,
                             audit_log_path=str(audit_log_path) if audit_log_path else None,
                             audit_log_max_bytes=audit_log_maxsize << 20,
-                            audit_log_backups=audit_log_maxbackup)
+                            audit_log_backups=audit_log_maxbackup, policy_seconds=policy_seconds,
+                            policy_memory_bytes=policy_memory << 20, policy_workers=policy_workers)
     opened = open_store(store_url(store, context))
     api = ApiServer(opened, ClusterFiles(root), options).start()
     loop = None

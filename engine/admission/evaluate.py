@@ -1,8 +1,11 @@
 """Run rules/admission.lp and each operator policy over one request's facts; decode their verdicts.
 
-Each operator policy is grounded in its own clingo Control beside the same facts, so every
-`deny`/`warn`/`set_default` it derives is attributed to it by name. `SOLVE_OPTIONS` is the knob:
-the programs are stratified, so the first model is the only one and no optimisation runs.
+rules/admission.lp runs here, in-process. Each operator policy is grounded in its own clingo
+Control in a policy worker process (policy_pool.py), beside the facts it reads, so every
+`deny`/`warn`/`set_default` it derives is attributed to it by name, and a policy that overruns its
+budget (time, memory, output) or fails denies the request naming itself and the budget (fail
+closed). `SOLVE_OPTIONS` is the built-in program's knob: the programs are stratified, so the first
+model is the only one and no optimisation runs.
 """
 
 from __future__ import annotations
@@ -14,16 +17,16 @@ from typing import Any
 from clingo import Symbol
 
 from ccattler.engine.admission.model import Denial, PolicyWarning
+from ccattler.engine.admission.policy_pool import PolicyFailure, pool
+from ccattler.engine.admission.policy_wire import encode_symbol
 from ccattler.engine.admission.reasons import format_operator, format_reject, render_value
 from ccattler.engine.admission.signatures import Signature, signatures
 from ccattler.engine.admission.vocabulary import Facts, Request
 from ccattler.engine.solve import (
-    LogicError,
     Reject,
     Session,
     SolveOptions,
     load_program,
-    program_from_text,
     program_path,
     to_python,
 )
@@ -64,7 +67,7 @@ class Context:
 
 
 #: Shown beside each operator policy, whatever #show statements the policy has of its own.
-_SHOW_OUTPUTS = "".join(f"#show {name}/{arity}.\n" for name, arity in POLICY_OUTPUTS)
+SHOW_OUTPUTS = "".join(f"#show {name}/{arity}.\n" for name, arity in POLICY_OUTPUTS)
 
 
 def _builtin_reads() -> frozenset[Signature]:
@@ -75,10 +78,7 @@ def wanted_signatures(operator_policies: Iterable[tuple[str, str]]) -> frozenset
     """Every predicate admission.lp or one of the operator policies reads."""
     wanted = set(_builtin_reads())
     for _, text in operator_policies:
-        try:
-            wanted |= signatures(text).used
-        except RuntimeError:
-            continue  # does not parse: operator_verdict reports it as that policy's denial
+        wanted |= pool().reads(text)  # parsed in a worker: operator text never meets clingo here
     return frozenset(wanted)
 
 
@@ -94,20 +94,32 @@ def builtin_verdict(facts: Facts, context: Context) -> list[Denial]:
     return sorted(denials, key=lambda d: (d.subject, d.policy, d.message))
 
 
+def policy_failure(name: str, failure: PolicyFailure, context: Context) -> Denial:
+    """The denial of a policy that gave no verdict (codes: policy_pool.PolicyFailure); the value
+    names the budget that ran out."""
+    if failure.code == "policy_error":
+        return Denial(name, failure.code, context.summary, name, f"policy {name} failed: {failure.message}")
+    what = f"exceeded its {failure.budget} budget" if failure.budget else "could not be judged"
+    return Denial(
+        name, failure.code, context.summary, failure.budget or "worker",
+        f"policy {name} ({name}.lp) {what}: {failure.message}; the request is refused (fail closed); "
+        f"a cluster admin can remove it with `cca policy delete {name}`",
+    )
+
+
 def operator_verdict(
-    name: str, text: str, facts: Facts, context: Context
+    name: str, text: str, facts: Facts, context: Context, memo: dict[Symbol, object] | None = None
 ) -> tuple[list[Denial], list[PolicyWarning], list[Mutation]]:
-    """One operator policy's denials, warnings and mutations. A policy that fails to ground or
-    solve denies (fail closed) and says why."""
-    try:
-        program = program_from_text(f"lp/{name}", text, label=f"{name}.lp")
-        session = Session(program.with_texts([("admission outputs", _SHOW_OUTPUTS)]), SOLVE_OPTIONS)
-        session.add_facts(facts.select(signatures(text).used))
-        session.ground()
-        symbols = session.solve().symbols
-    except LogicError as exc:
-        message = f"policy {name} failed: {str(exc).replace('<block>', f'{name}.lp')}"
-        return [Denial(name, "policy_error", context.summary, name, message)], [], []
+    """One operator policy's denials, warnings and mutations, judged in a policy worker. A policy
+    that fails to ground or solve, or overruns its budget, denies (fail closed) and says why."""
+    reads = pool().reads(text)
+    trees = facts.select_trees(reads)
+    if trees is None:  # facts built without their wire form
+        memo = {} if memo is None else memo
+        trees = [encode_symbol(s, memo) for s in facts.select(reads)]
+    symbols = pool().evaluate(name, text, trees)
+    if isinstance(symbols, PolicyFailure):
+        return [policy_failure(name, symbols, context)], [], []
     out: dict[tuple[str, int], list[Symbol]] = {sig: [] for sig in POLICY_OUTPUTS}
     for sym in symbols:
         out.get((sym.name, len(sym.arguments)), []).append(sym)
@@ -135,8 +147,9 @@ def evaluate(
     denials = builtin_verdict(facts, context)
     warnings: list[PolicyWarning] = []
     mutations: list[Mutation] = []
+    memo: dict[Symbol, object] = {}  # the facts' wire form, shared by every policy
     for name, text in operator_policies:
-        d, w, m = operator_verdict(name, text, facts, context)
+        d, w, m = operator_verdict(name, text, facts, context, memo)
         denials += d
         warnings += w
         mutations += m

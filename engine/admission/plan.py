@@ -175,7 +175,9 @@ def _judge(
     for change in added + changed:
         requests += _secret_use(change, after, state.docs)
     tenants = {t for c in added + changed + removed if (t := _tenant_of(c.ref)) is not None}
-    facts = Facts(wanted_signatures(state.policies))
+    # Break-glass first: the admin's policy removal never waits on a policy worker.
+    policies = () if break_glass(principal, requests) else state.policies
+    facts = Facts(wanted_signatures(policies), wire=bool(policies))
     add_subject(facts, principal)
     add_requests(facts, requests)
     add_auth(facts, {k: v for k, v in state.docs.items() if k.startswith(AUTH_PREFIXES)})
@@ -183,7 +185,6 @@ def _judge(
     add_conferred(facts, requests, after)
     add_external_claims(facts, requests, after)
     context = context_for(state, principal, requests, summary)
-    policies = () if break_glass(principal, requests) else state.policies
     verdict = evaluate(facts, policies, context) if requests else Verdict((), (), ())
     return (added, changed, removed, unchanged), verdict
 

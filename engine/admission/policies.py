@@ -2,9 +2,9 @@
 
 A policy must parse, read no predicate that is neither in the vocabulary (`VOCABULARY`) nor derived
 by the policy itself (a typo such as `servce(S)` would otherwise be silently false), not recurse
-through rules that build new terms, and ground over a fixture of the vocabulary in a child process
-within a time limit (`probe.py`). Errors name
-`<name>.lp:line:col`.
+through rules that build new terms, and ground and solve over a fixture of three of each vocabulary
+fact in a child process within the admission budget (`probe.py`). Errors name `<name>.lp:line:col`.
+At request time the stored policies run in policy workers (`policy_pool.py`).
 """
 
 from __future__ import annotations
@@ -56,6 +56,15 @@ def static_errors(name: str, text: str) -> list[str]:
     return errors
 
 
+def _check_size(name: str, text: str) -> None:
+    size = len(text.encode("utf-8", "surrogateescape"))
+    if size > MAX_POLICY_BYTES:
+        raise PolicyError(
+            f"policy {name} is not valid:\n{name}.lp: error: {size} bytes, more than the "
+            f"{MAX_POLICY_BYTES} a policy may have"
+        )
+
+
 def validate_policy(name: str, text: str) -> None:
     """Raise `PolicyError` unless `text` parses, reads only known predicates, and grounds over a
     fixture in a child process within `probe`'s limits (CPU, memory, wall clock)."""
@@ -65,12 +74,7 @@ def validate_policy(name: str, text: str) -> None:
             f"policy {name} is not valid:\n{name}.lp:{line}: error: {directive[0]} is not allowed in a "
             "policy (it would read server files or run code)"
         )
-    size = len(text.encode("utf-8", "surrogateescape"))
-    if size > MAX_POLICY_BYTES:
-        raise PolicyError(
-            f"policy {name} is not valid:\n{name}.lp: error: {size} bytes, more than the "
-            f"{MAX_POLICY_BYTES} a policy may have"
-        )
+    _check_size(name, text)
     # Parsing, the static checks, grounding and solving all run in the child (probe.py): clingo
     # can abort the process it runs in, so operator code is never run here first.
     probe(name, text)
@@ -80,12 +84,13 @@ def apply_policy(
     store: Store, principal: Principal, name: str, text: str, *, dry_run: bool = False
 ) -> ApplyResult:
     """Validate and store operator policy `name` (needs policy.create or policy.update)."""
-    from ccattler.engine.netpolicy.extensions import program_of, validate_extension
+    from ccattler.engine.netpolicy.extensions import program_of
 
     key = desired_key("lp", name)
     doc = {"kind": "lp", "name": name, "source": f"{name}.lp", "text": text}
     if program_of(text) == "netpolicy":  # loaded after rules/netpolicy.lp, not by admission
-        validate_extension(name, text)
+        _check_size(name, text)
+        probe(name, text, program="netpolicy")  # clingo may abort: never in this process
         doc["program"] = "netpolicy"
     else:
         validate_policy(name, text)

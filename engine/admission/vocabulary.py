@@ -64,9 +64,12 @@ class Facts:
     """Typed facts grouped by predicate; predicates outside `wanted` (None: all) are never built,
     so a request pays only for what the loaded programs read."""
 
-    def __init__(self, wanted: frozenset[tuple[str, int]] | None = None) -> None:
+    def __init__(self, wanted: frozenset[tuple[str, int]] | None = None, *, wire: bool = False) -> None:
         self.wanted = wanted
         self.by_signature: dict[tuple[str, int], list[Symbol]] = {}
+        #: With `wire`, each fact also as the typed tree policy workers read (policy_wire.py), built
+        #: from the Python values: reading it back out of a clingo symbol costs a foreign call per part.
+        self.trees: dict[tuple[str, int], list[Any]] | None = {} if wire else None
         # Names and keys repeat across facts; building a clingo symbol costs a foreign call.
         self._symbols: dict[object, Symbol] = {}
 
@@ -85,10 +88,33 @@ class Facts:
         if self.wants(name, len(values)):
             fact = Function(name, [self._symbol(v) for v in values])
             self.by_signature.setdefault((name, len(values)), []).append(fact)
+            if self.trees is not None:
+                self.trees.setdefault((name, len(values)), []).append([name, [_tree(v) for v in values]])
 
     def select(self, signatures: Iterable[tuple[str, int]]) -> list[Symbol]:
         """The facts of `signatures`, in a fixed order."""
         return [s for sig in sorted(set(signatures)) for s in self.by_signature.get(sig, ())]
+
+    def select_trees(self, signatures: Iterable[tuple[str, int]]) -> list[Any] | None:
+        """`select` in wire form (None unless built with `wire`)."""
+        if self.trees is None:
+            return None
+        return [t for sig in sorted(set(signatures)) for t in self.trees.get(sig, ())]
+
+
+def _tree(value: object) -> Any:
+    """A Python fact value in policy_wire.py's form (as `to_symbol` would convert it)."""
+    if isinstance(value, bool):
+        return ["true" if value else "false", []]
+    if isinstance(value, (int, str)):
+        return value  # range-checked by `to_symbol` when the symbol was built
+    if isinstance(value, Const):
+        return [value.name, []]
+    if isinstance(value, tuple):
+        return ["", [_tree(v) for v in value]]
+    from ccattler.engine.admission.policy_wire import encode_symbol
+
+    return encode_symbol(to_symbol(value), {})  # a Symbol given as is
 
 
 def _int(value: object, what: str) -> int:

@@ -10,6 +10,9 @@ RESOURCE_EXHAUSTED and resumes). Audit: `audit_keep` records and `audit_max_age`
 the store (0: no age limit); `audit_log_path` adds a JSON-lines file sink rotated at
 `audit_log_max_bytes` with `audit_log_backups` old files kept. `identity_ttl` is how long
 workload identities live (1 h; agents rotate at 2/3).
+Operator `.lp` policies are judged in `policy_workers` pre-started worker processes, each policy
+within `policy_seconds` of wall clock and `policy_memory_bytes` of address space per worker
+(engine/admission/policy_pool.py).
 `/metrics` and `/healthz` are plain HTTP on `metrics_listen` (localhost by default).
 """
 
@@ -22,6 +25,7 @@ from dataclasses import dataclass
 
 import grpc
 
+from ccattler.engine.admission.policy_pool import PolicyLimits, configure
 from ccattler.engine.api.agent import AgentService
 from ccattler.engine.api.aio_server import AioListener, aio_handler
 from ccattler.engine.api.audit import DEFAULT_KEEP, DEFAULT_MAX_AGE, AuditLog
@@ -63,6 +67,11 @@ class ServerOptions:
     #: for a thread); agents' slice watches are coroutines and hold none. Token listener (sync
     #: server): one per open call, calls beyond it refused with RESOURCE_EXHAUSTED.
     workers: int = 256
+    #: Operator policies at admission (engine/admission/policy_pool.py): wall clock per policy,
+    #: address space per worker, workers kept started.
+    policy_seconds: float = 2.0
+    policy_memory_bytes: int = 1 << 30
+    policy_workers: int = 2
 
 
 def identity_lifetime(seconds: float) -> dt.timedelta:
@@ -86,6 +95,9 @@ class ApiServer:
         except FileNotFoundError as exc:
             raise CcaError(f"server certificate not found: {exc.filename} (run `cca init`)") from None
         self.metrics = ApiMetrics()
+        # Pre-start the policy workers: the first request judged by an operator policy waits for none.
+        configure(PolicyLimits(seconds=options.policy_seconds, memory_bytes=options.policy_memory_bytes,
+                               workers=options.policy_workers))
         limiter = RateLimiter(options.rate, options.burst)
         failures = RateLimiter(options.auth_failure_rate, options.auth_failure_burst)
         sink = None

@@ -8,6 +8,7 @@ import pytest
 from admission_builders import ADMIN
 
 from ccattler.engine.admission import PolicyError, apply_policy, list_policies, policies, probe
+from ccattler.engine.admission.policy_pool import PolicyLimits
 from ccattler.engine.solve.errors import MessageLog
 
 
@@ -47,6 +48,8 @@ def test_oversized_policy_is_refused_before_any_child_runs(store, monkeypatch):
 
 def test_the_child_is_limited_in_memory(store, monkeypatch):
     monkeypatch.setattr(probe, "PROBE_MEMORY_BYTES", 300 << 20)
+    # A long admission budget, so that memory (not the grounding time budget) is what runs out.
+    monkeypatch.setattr(probe, "current_limits", lambda: PolicyLimits(seconds=30.0))
     text = "big(X, Y, Z) :- service(_), X = 1..3000, Y = 1..3000, Z = 1..3000.\n"
     with pytest.raises(PolicyError, match=r"did not finish|checker died|more than \d+ MiB"):
         apply_policy(store, ADMIN, "bad", text)
@@ -64,3 +67,13 @@ def test_the_logger_callback_never_raises(message):
     log.label = "x.lp"
     log(0, message)  # must not raise: clingo calls it from a nothrow callback
     assert len(log.messages) == 1
+
+
+@pytest.mark.parametrize(("text", "where"), [
+    ("é\n%! program: netpolicy\n", r"bad\.lp:1:1"),  # aborted clingo in the server before
+    ("x(S) :- servce(S).\n%! program: netpolicy\n", r"bad\.lp:1:\d+: error: unknown predicate servce/1"),
+])
+def test_netpolicy_extensions_are_checked_in_the_child_too(store, text, where):
+    with pytest.raises(PolicyError, match=where):
+        apply_policy(store, ADMIN, "bad", text)
+    assert list_policies(store) == []
