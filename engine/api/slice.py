@@ -73,6 +73,10 @@ _ROUTED = (PLACEMENTS, ADDRESSES, INSTANCES, DESIRED_SERVICES, ROLLOUTS, *_SHARE
 #: Seconds a vanished node's address stays in every slice before its delete is sent (the default
 #: node lease TTL: an agent that lost its lease re-registers well within it).
 NODE_ADDRESS_LINGER = 15.0
+#: The least time between two dispatches: changes arriving sooner wait and go out together, so a
+#: storm (a thousand registrations) is at most 10 messages a second per node, not one per commit;
+#: a lone change after a quiet spell goes out at once.
+DISPATCH_GAP = 0.1
 
 
 def _instance_of(key: str) -> str:
@@ -224,13 +228,18 @@ class SliceHub:
     # -- following the store -------------------------------------------------------------------
     def _follow(self) -> None:
         watch = self._watch
+        self._dispatched = 0.0
         while not watch.cancelled:
             event = watch.get(timeout=1.0)
             if event is None and not self._gone:
                 continue
+            gather = self._dispatched + DISPATCH_GAP - time.monotonic()
+            if gather > 0:
+                time.sleep(gather)
             batch = [event] if event is not None else []
             while (more := watch.get(timeout=0)) is not None:
                 batch.append(more)
+            self._dispatched = time.monotonic()
             with self._lock:
                 self._dispatch(batch)
                 if self._watch is not watch:  # reloaded after a resync
