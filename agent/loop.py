@@ -1,7 +1,9 @@
 """The agent process's loop on top of the API: register the node under a lease and keep it alive,
 fold the node's slice from the watch, reconcile on every change of its own and every `tick` seconds, and
 report only what changed. Knobs: `ttl` (the node lease), `tick`, `retry` (after a broken watch or
-heartbeat: re-watch from the last revision seen, re-register under a new lease).
+heartbeat: re-watch from the last revision seen, re-register under a new lease; the first retry's
+ceiling, later ones back off with full jitter up to `ttl`, engine/api/backoff.py), `start_jitter`
+(the first registration waits a random delay in [0, start_jitter) s: agents started together).
 
 `client` is an `engine.api.agent_client.AgentClient` (anything with `register`, `heartbeat`,
 `watch_slice` and `report`); `core` a `NodeCore`.
@@ -21,6 +23,7 @@ from ccattler.agent.runtime.logindex import LogIndexer
 from ccattler.agent.slice_state import Reporter, SliceState
 from ccattler.agent.tunnel import AgentTunnel
 from ccattler.engine.api.agent_client import LAZY_PREFIXES
+from ccattler.engine.api.backoff import Backoff, start_delay
 from ccattler.engine.facts import CcaError
 from ccattler.engine.facts.keys import ENDPOINTS, VIPS
 
@@ -42,10 +45,13 @@ class AgentLoop:
     """One node's agent: `run(stop)` until `stop` is set (containers keep running afterwards)."""
 
     def __init__(self, client: Any, core: NodeCore, node_doc: Mapping[str, Any], *, ttl: float = 10.0,
-                 tick: float = 1.0, retry: float = 1.0):
+                 tick: float = 1.0, retry: float = 1.0, start_jitter: float = 0.0):
         self.client, self.core, self.node_doc = client, core, dict(node_doc)
         core.connect(client)
-        self.ttl, self.tick, self.retry = ttl, tick, retry
+        self.ttl, self.tick, self.retry, self.start_jitter = ttl, tick, retry, start_jitter
+        # Retries of registering and of the slice watch, each with its own count of failures.
+        self._register_backoff = Backoff(base=retry, cap=max(retry, ttl))
+        self._watch_backoff = Backoff(base=retry, cap=max(retry, ttl))
         self.tunnel_linger = TUNNEL_LINGER
         self.state = SliceState()
         self.reporter = Reporter()
@@ -65,6 +71,8 @@ class AgentLoop:
 
     def run(self, stop: threading.Event) -> None:
         heartbeat = None
+        if stop.wait(start_delay(self.start_jitter)):
+            return
         self.state.reset()  # a fresh watch from revision 0 brings the whole slice again
         self._watch(0)
         indexing = threading.Event()  # the log time index (`cca logs --since`) runs as long as we do
@@ -102,15 +110,18 @@ class AgentLoop:
 
     # -- steps ---------------------------------------------------------------------------------
     def _register(self, previous: Any, stop: threading.Event) -> Any:
-        """Register under a new lease and start its heartbeat; None (after `retry`) if unreachable."""
+        """Register (the server keeps a live lease of an unchanged document) and start its
+        heartbeat; None, after a jittered backoff, if unreachable."""
         if previous is not None:
             log.warning("heartbeat stopped (%s); registering again", previous.error)
         try:
             lease = self.client.register(self.node_doc, ttl=self.ttl)
         except CcaError as exc:
-            log.warning("cannot register: %s", exc)
-            stop.wait(self.retry)
+            pause = self._register_backoff.next()
+            log.warning("cannot register: %s; again in %.1f s", exc, pause)
+            stop.wait(pause)
             return None
+        self._register_backoff.reset()
         return self.client.heartbeat(lease, interval=self.ttl / 3)
 
     def _watch(self, from_revision: int) -> None:
@@ -160,7 +171,7 @@ class AgentLoop:
             if event is not None and event.get("key", "").startswith(SERVICE_PREFIXES):
                 self._services_pending = True
             if event is None:  # resume where we were, or start over if the slice never completed
-                time.sleep(self.retry)
+                time.sleep(self._watch_backoff.next())
                 if not self.state.synced:
                     self.state.reset()
                 self._watch(self.state.revision)
@@ -171,6 +182,7 @@ class AgentLoop:
                 self._watch(0)
             else:
                 self.state.apply(event)
+                self._watch_backoff.reset()  # the watch delivers again
         return urgent
 
     def _open_tunnel(self) -> None:

@@ -15,6 +15,7 @@ from typing import Any
 
 import grpc
 
+from ccattler.engine.api.backoff import Backoff
 from ccattler.engine.api.client import ApiError, Client
 from ccattler.engine.api.gen.ccattler.v1 import api_pb2
 from ccattler.engine.facts import CcaError
@@ -27,8 +28,11 @@ MAX_SECRET_BATCH = 1000
 
 #: Slice documents handed on as JSON text, decoded when read (the cluster-wide routing data).
 LAZY_PREFIXES = (ENDPOINTS, VIPS, DNS)
-#: Seconds between heartbeat attempts while the API server is unreachable (failing over).
+#: The first retry's ceiling (seconds) while the API server is unreachable (failing over); later
+#: retries back off with full jitter up to half an interval (engine/api/backoff.py).
 RETRY_PAUSE = 0.2
+#: The shortest deadline of one beat (seconds): below it a beat could not get through anyway.
+MIN_BEAT_DEADLINE = 1.0
 
 
 class Heartbeat:
@@ -37,11 +41,16 @@ class Heartbeat:
 
     Each beat is its own short Heartbeat call (one request, one reply) rather than one long-lived
     stream: a blocked gRPC stream iterator wakes every 0.1 s in Python, which a host simulating
-    hundreds of nodes pays for every node.
+    hundreds of nodes pays for every node. A beat's deadline is what is left of the lease (`ttl`,
+    three intervals by default) since the last beat that got through: a slow server that would
+    still renew in time is waited for, not given up on — cancelled beats behind a busy server were
+    how a thousand nodes lost their leases together (docs/benchmarks.md, "1,000 idle nodes").
     """
 
-    def __init__(self, client: Client, lease: int, interval: float) -> None:
+    def __init__(self, client: Client, lease: int, interval: float, ttl: float | None = None) -> None:
         self.lease, self.interval = lease, interval
+        self.ttl = ttl if ttl is not None else 3 * interval
+        self._backoff = Backoff(base=min(RETRY_PAUSE, interval / 2), cap=max(RETRY_PAUSE, interval / 2))
         self.error: Exception | None = None
         self.revision = 0
         self._stop = threading.Event()
@@ -55,17 +64,20 @@ class Heartbeat:
         try:
             while True:
                 sent = time.monotonic()
+                deadline = max(MIN_BEAT_DEADLINE, last_ok + self.ttl - sent)
                 try:
-                    for reply in self._client.stream(self._client.agent, "Heartbeat", iter([request])):
+                    for reply in self._client.stream(self._client.agent, "Heartbeat", iter([request]),
+                                                     timeout=deadline):
                         self.revision = reply.revision
                     last_ok = time.monotonic()
+                    self._backoff.reset()
                 except ApiError as exc:
                     # The server went away (another of the context's servers takes over): the lease
                     # lives in the store, so beat it through the next one while it can still be
                     # saved (two intervals of its three), instead of registering a new lease.
                     if not exc.retriable or time.monotonic() - last_ok > 2 * self.interval:
                         raise
-                    if self._stop.wait(RETRY_PAUSE):
+                    if self._stop.wait(self._backoff.next()):
                         return
                     continue
                 # Beat at a fixed rate: a slow reply must not push the next beat out by its delay.
@@ -95,8 +107,8 @@ class AgentClient:
                                   api_pb2.RegisterRequest(node_json=json.dumps(node_doc), ttl_seconds=ttl))
         return reply.lease
 
-    def heartbeat(self, lease: int, interval: float = 5.0) -> Heartbeat:
-        return Heartbeat(self.client, lease, interval)
+    def heartbeat(self, lease: int, interval: float = 5.0, ttl: float | None = None) -> Heartbeat:
+        return Heartbeat(self.client, lease, interval, ttl)
 
     def watch_slice(self, from_revision: int = 0) -> Iterator[dict[str, Any]]:
         """The node's slice: with 0, every current fact as `put`, then `synced`, then changes."""

@@ -32,6 +32,10 @@ from ccattler.engine.facts import CcaError
 log = logging.getLogger("ccattler.api")
 
 _END = object()
+#: How often the loop checks its own lag, and how late a check may run before the lag counts as a
+#: stall (keepalives queued unread): then `on_lag(seconds late)` is called.
+LAG_TICK = 0.5
+LAG_GRACE = 1.0
 
 
 class _Abort(Exception):
@@ -272,13 +276,36 @@ class Pools:
             pool.shutdown(wait=False, cancel_futures=True)
 
 
+async def watch_lag(on_lag: Callable[[float], Any], tick: float = LAG_TICK, grace: float = LAG_GRACE) -> None:
+    """Forever: sleep `tick`, and when the wake-up came more than `grace` late the loop was too busy
+    to read anything — heartbeats included — for that long: `on_lag(lateness)` (the store pardons
+    its leases that much, engine/store/sqlite_leases.py), so a burst of a thousand connecting nodes
+    does not expire the leases of the nodes it kept waiting."""
+    loop = asyncio.get_running_loop()
+    while True:
+        planned = loop.time() + tick
+        await asyncio.sleep(tick)
+        late = loop.time() - planned
+        if late > grace:
+            try:
+                moved = on_lag(late)
+            except Exception:  # the store is closing: nothing to pardon
+                log.debug("lag of %.1f s not passed on", late, exc_info=True)
+                continue
+            log.warning("API event loop ran %.1f s late; %s leases given that long again", late, moved)
+
+
 class AioListener:
-    """One `grpc.aio` server on its own event loop thread, driven from any thread like `grpc.Server`."""
+    """One `grpc.aio` server on its own event loop thread, driven from any thread like `grpc.Server`.
+    `on_lag` (seconds) is told when the loop itself ran late (`watch_lag`)."""
 
     def __init__(self, handlers: Callable[[Pools], list[grpc.GenericRpcHandler]],
                  address: str, credentials: grpc.ServerCredentials, options: list[tuple[str, Any]],
-                 pool_size: int, call_threads: int = 16) -> None:
+                 pool_size: int, call_threads: int = 16,
+                 on_lag: Callable[[float], Any] | None = None) -> None:
         self.pool = Pools(min(call_threads, pool_size), pool_size)
+        self._on_lag = on_lag
+        self._lag_task: asyncio.Task | None = None
         self._loop = asyncio.new_event_loop()
         # `asyncio.to_thread` of coroutine handlers (each heartbeat's store calls) waits on the store:
         # on etcd that is two round trips per beat, and the default six threads (2 cores) queued 200
@@ -308,11 +335,17 @@ class AioListener:
 
     def start(self) -> None:
         self._run(self._server.start())
+        if self._on_lag is not None:
+            async def begin() -> asyncio.Task:
+                return asyncio.get_running_loop().create_task(watch_lag(self._on_lag))
+            self._lag_task = self._run(begin())
 
     def stop(self, grace: float | None) -> None:
         if self._loop.is_closed():
             return
         try:
+            if self._lag_task is not None:
+                self._loop.call_soon_threadsafe(self._lag_task.cancel)
             self._run(self._server.stop(grace), None)
         finally:
             self._shutdown()

@@ -160,9 +160,9 @@ class Client(ClusterCalls):
         reply = self.unary(self.cluster, method, request if request is not None else api_pb2.Empty(), timeout)
         return json.loads(reply.json)
 
-    def stream(self, stub: Any, method: str, request: Any) -> Iterator[Any]:
+    def stream(self, stub: Any, method: str, request: Any, timeout: float | None = None) -> Iterator[Any]:
         try:
-            yield from getattr(stub, method)(request)
+            yield from getattr(stub, method)(request, timeout=timeout)
         except grpc.RpcError as exc:
             if exc.code() != grpc.StatusCode.CANCELLED:
                 raise self._error(exc) from None

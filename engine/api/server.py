@@ -134,7 +134,7 @@ class ApiServer:
         self.mtls = AioListener(
             lambda pool: [aio_handler("Cluster", cluster, mtls_plumbing, public, pool),
                           aio_handler("Agent", agent, mtls_plumbing, public, pool)],
-            options.listen, credentials, grpc_options, options.workers)
+            options.listen, credentials, grpc_options, options.workers, on_lag=store.lease_pardon)
         host = options.listen.rpartition(":")[0]
         self.listen = f"{host}:{self.mtls.port}"
         # Bearer tokens (users, joining nodes): the sync server, a thread per call.

@@ -16,6 +16,13 @@ from revision 0 on a new one (left open, each such agent held two streams); `sum
 sends a `tunnel` event (the server wants a logs/exec session: the agent opens its tunnel). Each
 node's stream is a `NodeQueue` (engine/api/slice_queue.py: events encoded once, the bounded queue);
 `max_bytes` is the server's `watch_max_bytes`.
+
+A node's address leaves the other nodes' slices only after `address_linger` seconds gone
+(`NODE_ADDRESS_LINGER`): a node whose lease expired and that registers again at the same address
+meanwhile costs no event at all, where it cost a delete and a put to every node — at 1,000 nodes
+the fan-out that fed lease expiries back into more of them (docs/benchmarks.md, "1,000 idle
+nodes"). A stale peer address for that long is harmless: the dead node's instances are re-placed
+and addressed elsewhere by then, and nothing is routed to its subnet.
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ import asyncio
 import json
 import logging
 import threading
+import time
 from collections import Counter, defaultdict
 from collections.abc import AsyncIterator, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -66,6 +74,13 @@ _SHARED = (ENDPOINTS, VIPS, DNS, DESIRED_VOLUMES, DESIRED_GATES,
 _PER_SERVICE = (DESIRED_SERVICES, ROLLOUTS)
 _OWN = (FIREWALL, NODE_CONDITIONS, DESIRED_NODES)
 _ROUTED = (PLACEMENTS, ADDRESSES, INSTANCES, DESIRED_SERVICES, ROLLOUTS, *_SHARED, *_OWN)
+#: Seconds a vanished node's address stays in every slice before its delete is sent (the default
+#: node lease TTL: an agent that lost its lease re-registers well within it).
+NODE_ADDRESS_LINGER = 15.0
+#: The least time between two dispatches: changes arriving sooner wait and go out together, so a
+#: storm (a thousand registrations) is at most 10 messages a second per node, not one per commit;
+#: a lone change after a quiet spell goes out at once.
+DISPATCH_GAP = 0.1
 
 
 def _resync(batch: list[Event]) -> bool:
@@ -81,8 +96,9 @@ def _instance_of(key: str) -> str:
 class SliceHub:
     """Routes store changes to per-node subscribers; starts its watch on the first subscription."""
 
-    def __init__(self, store: Store, max_bytes: int = MAX_BYTES) -> None:
-        self.store, self.max_bytes = store, max_bytes
+    def __init__(self, store: Store, max_bytes: int = MAX_BYTES,
+                 address_linger: float = NODE_ADDRESS_LINGER) -> None:
+        self.store, self.max_bytes, self.address_linger = store, max_bytes, address_linger
         self._lock = threading.Lock()
         self._subs: dict[str, set[NodeQueue]] = defaultdict(set)
         self._thread: threading.Thread | None = None
@@ -101,6 +117,7 @@ class SliceHub:
         self._ips_on: dict[str, set[str]] = defaultdict(set)  # node → address keys
         self._instance_key: dict[str, str] = {}  # tenant/instance → derived/instance key
         self._service_nodes: dict[str, Counter[str]] = defaultdict(Counter)  # service → node → count
+        self._gone: dict[str, float] = {}  # node address keys deleted in the store → when to send it
 
     # -- subscribing ---------------------------------------------------------------------------
     def stream(self, node: str, from_revision: int, active: Callable[[], bool]) -> Iterator[Event]:
@@ -236,13 +253,18 @@ class SliceHub:
     # -- following the store -------------------------------------------------------------------
     def _follow(self) -> None:
         watch = self._watch
+        self._dispatched = 0.0
         while not watch.cancelled:
             event = watch.get(timeout=1.0)
-            if event is None:
+            if event is None and not self._gone:
                 continue
-            batch = [event]
+            gather = self._dispatched + DISPATCH_GAP - time.monotonic()
+            if gather > 0:
+                time.sleep(gather)
+            batch = [event] if event is not None else []
             while (more := watch.get(timeout=0)) is not None:
                 batch.append(more)
+            self._dispatched = time.monotonic()
             with self._lock:
                 self._dispatch(batch)
                 if self._watch is not watch:  # reloaded after a resync
@@ -273,6 +295,11 @@ class SliceHub:
                             shared.append(made[kind, key])
                     if node is not None:
                         out[node].append(made[kind, key])
+        now = time.monotonic()
+        for key in [k for k, due in self._gone.items() if due <= now]:  # gone long enough: say so
+            del self._gone[key]
+            if self._route(key, None, linger=False):
+                shared.append(Event("delete", key, None, self.revision))
         fanout = Fanout(shared) if shared else None
         self._history.record(self.revision, out, fanout)
         self._push(out, fanout)
@@ -284,13 +311,18 @@ class SliceHub:
                 for sub in subs:
                     sub.push(events, fanout)
 
-    def _route(self, key: str, value: Any) -> list[tuple[str | None, str, str, Any]]:
-        """Record one change; the (node, kind, key, value) events it makes (node None: every node)."""
+    def _route(self, key: str, value: Any, linger: bool = True) -> list[tuple[str | None, str, str, Any]]:
+        """Record one change; the (node, kind, key, value) events it makes (node None: every node).
+        A node address's delete waits `address_linger` (unless `linger` is False: it is due)."""
         if key.startswith(OBSERVED_NODES):
             address = value.get("address") if isinstance(value, dict) else None
             value = {"address": address} if isinstance(address, str) and address else None
+            if value is None and linger and self.address_linger > 0 and key in self._docs:
+                self._gone.setdefault(key, time.monotonic() + self.address_linger)
+                return []  # kept for now: the node may be back at the same address
+            self._gone.pop(key, None)
             if self._docs.get(key) == value:
-                return []  # a heartbeat, or still no address
+                return []  # a heartbeat, back at the same address, or still no address
         old = self._docs.get(key)
         self._json.pop(key, None)
         self._puts.pop(key, None)

@@ -147,6 +147,13 @@ class Store(abc.ABC):
     @abc.abstractmethod
     def lease_revoke(self, lease: int) -> None: ...
 
+    def lease_pardon(self, seconds: float) -> int:
+        """The caller that serves keepalives (the API server) was stalled for `seconds`: a store
+        that keeps its leases in this process moves their deadlines on by that much, bounded (see
+        `SqliteStore`); returns how many moved. etcd keeps its leases in its own members: nothing
+        to do here (0)."""
+        return 0
+
     @abc.abstractmethod
     def compact(self, revision: int) -> None: ...
 

@@ -333,6 +333,9 @@ class SqliteStore(Store):
             raise StoreError(f"store {self.url} is closed")
         self._leases.keepalive(lease)  # never waits for the write lock
 
+    def lease_pardon(self, seconds: float) -> int:
+        return self._leases.pardon(seconds)  # bounded: engine/store/sqlite_leases.py
+
     def lease_revoke(self, lease: int) -> None:
         with self._open():
             if lease not in self._leases:

@@ -17,15 +17,20 @@ log = logging.getLogger(__name__)
 
 #: How late the expiry wait may return before the delay counts as a stall of the whole process.
 STALL_GRACE = 1.0
+#: The most a pardon (`LeaseTable.pardon`) may extend a lease: its deadline never passes its last
+#: keepalive + TTL + this many TTLs, however long the caller keeps stalling.
+MAX_PARDON_TTLS = 1.0
 
 
 class LeaseTable:
     """lease → (ttl, deadline). `wait_due` is the expiry thread's wait; the store drops what it
-    returns (re-checking `expired` once it holds its write lock)."""
+    returns (re-checking `expired` once it holds its write lock). `_renewed` holds each lease's
+    last grant or keepalive, which bounds `pardon`."""
 
     def __init__(self, ttls: Iterable[tuple[int, float]]) -> None:
         now = time.monotonic()
         self._entries: dict[int, tuple[float, float]] = {lease: (ttl, now + ttl) for lease, ttl in ttls}
+        self._renewed: dict[int, float] = dict.fromkeys(self._entries, now)
         self._lock = threading.Lock()
         self._wakeup = threading.Condition(self._lock)
         self._closed = False
@@ -35,7 +40,8 @@ class LeaseTable:
 
     def grant(self, lease: int, ttl: float) -> None:
         with self._lock:
-            self._entries[lease] = (ttl, time.monotonic() + ttl)
+            now = time.monotonic()
+            self._entries[lease], self._renewed[lease] = (ttl, now + ttl), now
             self._wakeup.notify_all()
 
     def keepalive(self, lease: int) -> None:
@@ -43,11 +49,30 @@ class LeaseTable:
             if lease not in self._entries:
                 raise LeaseNotFound(f"lease {lease} does not exist (expired or revoked)")
             ttl = self._entries[lease][0]
-            self._entries[lease] = (ttl, time.monotonic() + ttl)
+            now = time.monotonic()
+            self._entries[lease], self._renewed[lease] = (ttl, now + ttl), now
+
+    def pardon(self, seconds: float) -> int:
+        """The keepalives' server could not serve them for `seconds` (its event loop lagged): move
+        every deadline on by that much — but never past last keepalive + TTL · (1 +
+        MAX_PARDON_TTLS), so a client that really stopped still expires, at most one TTL late even
+        if the server keeps lagging. Returns how many leases were moved."""
+        if seconds <= 0:
+            return 0
+        moved = 0
+        with self._lock:
+            for lease, (ttl, deadline) in self._entries.items():
+                latest = self._renewed.get(lease, deadline - ttl) + ttl * (1 + MAX_PARDON_TTLS)
+                later = min(deadline + seconds, latest)
+                if later > deadline:
+                    self._entries[lease] = (ttl, later)
+                    moved += 1
+        return moved
 
     def remove(self, lease: int) -> None:
         with self._lock:
             self._entries.pop(lease, None)
+            self._renewed.pop(lease, None)
 
     def expired(self, lease: int) -> bool:
         with self._lock:
@@ -75,6 +100,7 @@ class LeaseTable:
                     log.warning("sqlite store: lease expiry ran %.1f s late (the process stalled); "
                                 "every lease gets its TTL again", now - planned)
                     self._entries = {lease: (ttl, now + ttl) for lease, (ttl, _) in self._entries.items()}
+                    self._renewed = dict.fromkeys(self._entries, now)
                 due = [lease for lease, (_ttl, deadline) in self._entries.items() if deadline <= now]
                 if due:
                     return due

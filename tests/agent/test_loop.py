@@ -279,3 +279,23 @@ def test_endpoint_changes_reach_the_data_plane_before_the_tick(api, join_node) -
         store.put("derived/endpoint/default/wake", {"endpoints": []})  # ends the 30 s wait for events
         thread.join(timeout=5)
     assert not thread.is_alive()
+
+
+def test_a_jittered_start_waits_and_stopping_meanwhile_registers_nothing(monkeypatch) -> None:
+    class Refusing:  # any call would be a registration or a watch before the start delay ran out
+        def __getattr__(self, name):  # noqa: ANN001, ANN204
+            raise AssertionError(f"{name} called during the start delay")
+
+    core = NodeCore("n1", SimRuntime(SimProfile(start_delay=0.0)))
+    core.connect = lambda client: None  # noqa: ARG005 (nothing to connect to)
+    asked: list[float] = []
+    monkeypatch.setattr("ccattler.agent.loop.start_delay", lambda spread: asked.append(spread) or 60.0)
+    loop = AgentLoop(Refusing(), core, node_document(address="192.0.2.10"), ttl=5, start_jitter=120)
+    stop = threading.Event()
+    thread = threading.Thread(target=loop.run, args=(stop,), daemon=True)
+    thread.start()
+    time.sleep(0.3)
+    assert thread.is_alive() and asked == [120]  # waiting out the drawn delay
+    stop.set()
+    thread.join(timeout=5)
+    assert not thread.is_alive()

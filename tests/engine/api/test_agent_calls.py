@@ -272,3 +272,41 @@ def test_re_registering_moves_the_node_to_a_new_lease(cluster, tmp_path):
         with pytest.raises(grpc.RpcError) as err:
             list(client.agent.Heartbeat(iter([api_pb2.HeartbeatRequest(lease=first.lease)])))
         assert err.value.code() == grpc.StatusCode.NOT_FOUND
+
+
+def register(client, doc, ttl):
+    return client.unary(client.agent, "RegisterNode", api_pb2.RegisterRequest(node_json=doc, ttl_seconds=ttl))
+
+
+def _writes_since(store, revision):
+    """Keys written after `revision`, audit records aside (the store's revision counts every txn)."""
+    return [f.key for f in store.range("")[0] if f.mod_revision > revision and not f.key.startswith("audit/")]
+
+
+def test_re_registering_an_unchanged_node_keeps_its_lease_and_writes_nothing(cluster, tmp_path):
+    client, _ = join(cluster, tmp_path, "n1")
+    doc = json.dumps({"address": "192.0.2.7"})
+    with client:
+        first = register(client, doc, 30)
+        revision = cluster.store.revision()
+        again = register(client, doc, 30)
+        assert again.lease == first.lease and cluster.store.revision() == revision  # no write at all
+        # A heartbeat renews the lease and writes nothing either.
+        replies = list(client.agent.Heartbeat(iter([api_pb2.HeartbeatRequest(lease=first.lease)] * 2)))
+        assert len(replies) == 2 and _writes_since(cluster.store, revision) == []
+        assert cluster.store.revision() == revision
+        # Another TTL is another lease (and one write).
+        other = register(client, doc, 20)
+        assert other.lease != first.lease and cluster.store.get("observed/node/n1").lease == other.lease
+
+
+def test_re_registering_after_the_lease_expired_registers_anew(cluster, tmp_path):
+    client, _ = join(cluster, tmp_path, "n1")
+    with client:
+        first = register(client, "{}", 3)
+        deadline = time.time() + 10  # no heartbeat: the lease runs out within its TTL
+        while cluster.store.get("observed/node/n1") is not None and time.time() < deadline:
+            time.sleep(0.2)
+        assert cluster.store.get("observed/node/n1") is None
+        again = register(client, "{}", 3)
+        assert again.lease != first.lease and cluster.store.get("observed/node/n1").lease == again.lease

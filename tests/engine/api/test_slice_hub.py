@@ -209,7 +209,7 @@ def test_a_shared_document_changed_again_before_it_was_sent_is_sent_once_in_its_
 
 def test_every_node_sees_each_nodes_address_and_nothing_else_of_it(store):
     store.put("observed/node/n2", {"address": "192.168.80.2", "capacity": {"cpu": 4}, "labels": {"a": "b"}})
-    hub = SliceHub(store)
+    hub = SliceHub(store, address_linger=0)
     try:
         n1 = hub.stream("n1", 0, lambda: True)
         assert ("put", "observed/node/n2") in initial(n1)
@@ -220,6 +220,25 @@ def test_every_node_sees_each_nodes_address_and_nothing_else_of_it(store):
             ("put", "observed/node/n2", {"address": "192.168.80.9"})]
         store.delete("observed/node/n2")
         assert [(e.kind, e.key) for e in read_until(n1, 1)] == [("delete", "observed/node/n2")]
+    finally:
+        hub.close()
+
+
+def test_a_node_back_at_its_address_within_the_linger_costs_no_event(store):
+    store.put("observed/node/n2", {"address": "192.168.80.2"})
+    store.put("observed/node/n3", {"address": "192.168.80.3"})
+    hub = SliceHub(store, address_linger=1.5)
+    try:
+        n1 = hub.stream("n1", 0, lambda: True)
+        initial(n1)
+        store.delete("observed/node/n2")  # its lease expired …
+        store.put("observed/node/n2", {"address": "192.168.80.2", "capacity": {"cpu": 4}})  # … it is back
+        store.delete("observed/node/n3")  # gone for good
+        store.put("derived/network/subnet/n1", {"cidr": "10.0.1.0/24"})  # to read meanwhile
+        assert [(e.kind, e.key) for e in read_until(n1, 1)] == [("put", "derived/network/subnet/n1")]
+        # After the linger, the node still gone is deleted everywhere; the one back never was.
+        assert [(e.kind, e.key) for e in read_until(n1, 1)] == [("delete", "observed/node/n3")]
+        assert hub._docs.get("observed/node/n2") == {"address": "192.168.80.2"}
     finally:
         hub.close()
 

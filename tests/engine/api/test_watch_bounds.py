@@ -13,7 +13,7 @@ import pytest
 
 from ccattler.engine.api.errors import FellBehind, fell_behind_at
 from ccattler.engine.api.gen.ccattler.v1 import api_pb2
-from ccattler.engine.api.slice import SliceHub
+from ccattler.engine.api.slice import DISPATCH_GAP, SliceHub
 from ccattler.engine.api.slice_queue import Event, NodeQueue
 
 LIMIT = 1024 * 1024
@@ -78,8 +78,9 @@ def test_a_stalled_slice_subscriber_is_dropped_and_its_agent_re_reads(tmp_path):
         stalled = hub.batches("n1", 0, lambda: True)
         first = next(stalled)  # the initial slice, however large, does not count
         assert first[-1].kind == "synced"
-        for i in range(12):
+        for i in range(12):  # apart: each its own dispatch (the hub gathers changes closer together)
             store.put("derived/endpoint/default/web", {"endpoints": [DOC], "i": i})
+            time.sleep(1.5 * DISPATCH_GAP)
         deadline = time.monotonic() + 5
         with pytest.raises(FellBehind, match="watch fell behind at revision"):
             while time.monotonic() < deadline:

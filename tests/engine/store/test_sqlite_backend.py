@@ -104,6 +104,21 @@ def test_a_stall_of_the_whole_process_does_not_count_against_leases(url):
         assert store.get("n/a") is None  # and without keepalives it still expires
 
 
+def test_a_pardon_moves_deadlines_on_but_at_most_one_ttl_past_the_last_keepalive(url):
+    with open_store(url) as store:
+        lease = store.lease_grant(2)
+        store.put("n/a", 1, lease=lease)
+        time.sleep(1.0)
+        assert store.lease_pardon(1.5) == 1  # the API server's loop lagged: 1.5 s more
+        time.sleep(1.8)  # 2.8 s after the grant: past the TTL, within TTL + pardon
+        assert store.get("n/a") is not None
+        assert store.lease_pardon(100.0) == 1  # however long the lag: at most grant + 2 TTLs
+        deadline = time.monotonic() + 5
+        while store.get("n/a") is not None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert store.get("n/a") is None  # a node that stopped beating still goes
+
+
 def test_history_is_bounded_and_older_revisions_are_compacted(tmp_path):
     with open_store(f"sqlite://{tmp_path}/state.db?history=10") as store:
         first = store.put("h/a", 0)
