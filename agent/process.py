@@ -105,14 +105,16 @@ def _still_valid(cert: str | None) -> bool:
 class NodeAgent:
     """One node's AgentLoop in a thread, with certificate renewal; `stop()` leaves containers running."""
 
-    def __init__(self, settings: NodeSettings, core: Any, ttl: float, tick: float) -> None:
+    def __init__(self, settings: NodeSettings, core: Any, ttl: float, tick: float,
+                 start_jitter: float = 0.0) -> None:
         from ccattler.agent.loop import AgentLoop
         from ccattler.engine.api.agent_client import AgentClient
         from ccattler.engine.api.client import Client
 
         self.settings, self.core = settings, core
         self._client = Client(settings.context, timeout=10)
-        self.loop = AgentLoop(AgentClient(self._client), core, settings.document, ttl=ttl, tick=tick)
+        self.loop = AgentLoop(AgentClient(self._client), core, settings.document, ttl=ttl, tick=tick,
+                              start_jitter=start_jitter)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self.loop.run, args=(self._stop,),
                                         name=f"cca-agent-{settings.name}", daemon=True)
@@ -164,6 +166,9 @@ class AgentOptions:
     cluster_cidr: str | None = None
     #: Seconds between reads of the gates' and the data plane's counters (`--metric-interval`).
     metric_interval: float = 10.0
+    #: The first registration waits a random delay below this (`--start-jitter`): many agents
+    #: started together (a rack's power-on, a fleet restart) then do not all register at once.
+    start_jitter: float = 0.0
 
 
 def make_core(name: str, kind: str, state_dir: Path, bridge: str, runc_root: Path | None,
@@ -202,7 +207,7 @@ def start(options: AgentOptions) -> list[NodeAgent]:
                                    else options.state_dir, options.bridge, options.runc_root, overlay,
                                    options.cluster_cidr, s.document.get("dataplane") or "memory",
                                    options.metric_interval),
-                      options.ttl, options.tick).start()
+                      options.ttl, options.tick, options.start_jitter).start()
             for s in settings]
 
 

@@ -103,6 +103,9 @@ def agent(
                                                    "the gates' request counters and the data plane's "
                                                    "connection counters (requests/s samples for the "
                                                    "autoscaler; at most 15).")] = 10.0,
+    start_jitter: Annotated[float, typer.Option("--start-jitter", help="Wait a random delay below this many "
+                                                "seconds before the first registration (many agents "
+                                                "started at once: a fleet restart).")] = 0.0,
     cleanup: Annotated[bool, typer.Option("--cleanup", help="Remove every container and the node network "
                                                             "of this state dir, then exit (agent stopped).")
                        ] = False,
@@ -137,6 +140,8 @@ def agent(
         raise typer.BadParameter(f"{metric_interval:g}: expected more than 0 and at most 15 seconds (the "
                                  "autoscaler counts a sample older than 45 s as missing)",
                                  param_hint="--metric-interval")
+    if not 0 <= start_jitter <= 300:
+        raise typer.BadParameter(f"{start_jitter:g}: expected 0 to 300 seconds", param_hint="--start-jitter")
     state = (state_dir or default_state_dir()).resolve()
     if debug or action == "debug":
         import json
@@ -169,7 +174,8 @@ def agent(
     agents = process.start(process.AgentOptions(
         documents=documents, runtime=kind, state_dir=state, server=server, node_id=node_id, token=token,
         token_server=token_server, ca=ca, context=context, bridge=bridge, runc_root=runc_root, ttl=ttl,
-        tick=tick, vxlan=(vxlan_vni, vxlan_port), cluster_cidr=cluster_cidr, metric_interval=metric_interval))
+        tick=tick, vxlan=(vxlan_vni, vxlan_port), cluster_cidr=cluster_cidr, metric_interval=metric_interval,
+        start_jitter=start_jitter))
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
