@@ -6,10 +6,11 @@ enable-node` ends the drain and the rebalancer moves instances back (at most two
 
 from __future__ import annotations
 
-import threading
 from pathlib import Path
 
 import pytest
+
+from tests.e2e.sampling import Sampler
 
 pytestmark = pytest.mark.e2e
 
@@ -22,28 +23,18 @@ SERVICE = """service web {
 """
 
 
-class Recorder:
+class Recorder(Sampler):
     """Polls the instances on a thread: the fewest ready replicas and most instances seen."""
 
     def __init__(self, shell) -> None:  # noqa: ANN001
+        super().__init__()
         self.shell, self.fewest_ready, self.most = shell, None, 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
 
-    def _run(self) -> None:
-        while not self._stop.wait(0.2):
-            rows = [r for r in self.shell.instances() if r.get("service") in ("web", "default/web")]
-            ready = sum(1 for r in rows if r.get("state") == "running" and r.get("ready") is not False)
-            self.fewest_ready = ready if self.fewest_ready is None else min(self.fewest_ready, ready)
-            self.most = max(self.most, len(rows))
-
-    def __enter__(self) -> Recorder:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(10)
+    def sample(self) -> None:
+        rows = [r for r in self.shell.instances() if r.get("service") in ("web", "default/web")]
+        ready = sum(1 for r in rows if r.get("state") == "running" and r.get("ready") is not False)
+        self.fewest_ready = ready if self.fewest_ready is None else min(self.fewest_ready, ready)
+        self.most = max(self.most, len(rows))
 
 
 def on(shell, node: str) -> list[dict]:  # noqa: ANN001

@@ -6,11 +6,12 @@ the group move (members, from, to, gain) and why the group moves no further."""
 
 from __future__ import annotations
 
-import threading
 from collections import Counter
 from pathlib import Path
 
 import pytest
+
+from tests.e2e.sampling import Sampler
 
 pytestmark = pytest.mark.e2e
 
@@ -40,29 +41,21 @@ def seats(shell) -> dict[str, tuple[int, int]]:  # noqa: ANN001
     return {n: (a[n], b[n]) for n in sorted(set(a) | set(b), key=str) if n is not None}
 
 
-class SplitWatch:
+class SplitWatch(Sampler):
     """Polls the placements on a thread and keeps every observation where a node held a's and b's
     instances in different numbers (half a seat)."""
 
+    every = 0.1
+
     def __init__(self, shell) -> None:  # noqa: ANN001
+        super().__init__()
         self.shell, self.splits, self.seen = shell, [], 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
 
-    def _run(self) -> None:
-        while not self._stop.wait(0.1):
-            now = seats(self.shell)
-            self.seen += 1
-            if any(x != y for x, y in now.values()):
-                self.splits.append(now)
-
-    def __enter__(self) -> SplitWatch:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(10)
+    def sample(self) -> None:
+        now = seats(self.shell)
+        self.seen += 1
+        if any(x != y for x, y in now.values()):
+            self.splits.append(now)
 
 
 def test_a_group_seat_moves_whole_to_an_enabled_node(shell, tmp_path: Path, port: int, wait):
