@@ -40,7 +40,7 @@ from ccattler.engine.facts.keys import (
 from ccattler.engine.facts.snapshot import ChangeSet, Snapshot, changed_keys
 from ccattler.engine.netpolicy import facts
 from ccattler.engine.netpolicy.evaluate import Policy, evaluate, merged
-from ccattler.engine.netpolicy.facts import Part, extension_texts, policy_inputs
+from ccattler.engine.netpolicy.facts import Part, extension_texts, extensions_digest, policy_inputs
 from ccattler.engine.netpolicy.isolated import ExtensionFailed, ExtensionFailure
 
 
@@ -129,6 +129,7 @@ class NetpolicyController:
             same = failing and old.get("message") == f.text()
             doc = {"state": "failing", "extensions": list(f.extensions), "code": f.code, "budget": f.budget,
                    "message": f.text(), "since": old["since"] if same else now,
+                   "digest": extensions_digest(values),
                    "serving": "the last good derived/firewall documents" if self._good
                    else "the stored derived/firewall documents (no good solve since start)"}
         elif failing:

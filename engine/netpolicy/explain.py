@@ -5,7 +5,9 @@ Python only picks the first deciding rule by id and formats it.
 
 When operator netpolicy extensions are stored and their solve fails in its worker (a budget ran
 out, the worker died: isolated.py), the answer comes from the last good `derived/firewall/`
-documents instead — what the data plane enforces now — and says so.
+documents instead — what the data plane enforces now — and says so. While the controller's
+`derived/netpolicy-status` says these very extensions fail, explain does not try again (it would
+only wait out the same budget).
 """
 
 from __future__ import annotations
@@ -15,9 +17,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from ccattler.engine.facts.errors import InvalidValue
-from ccattler.engine.facts.keys import DESIRED_NETWORKS, DESIRED_SERVICES, FIREWALL
-from ccattler.engine.netpolicy.evaluate import evaluate_for
-from ccattler.engine.netpolicy.isolated import ExtensionFailed
+from ccattler.engine.facts.keys import DESIRED_NETWORKS, DESIRED_SERVICES, FIREWALL, NETPOLICY_STATUS
+from ccattler.engine.netpolicy.evaluate import Policy, evaluate_for
+from ccattler.engine.netpolicy.facts import extensions_digest
+from ccattler.engine.netpolicy.isolated import ExtensionFailed, ExtensionFailure
 from ccattler.engine.solve import Const, atom, to_python
 
 _ENDPOINT = re.compile(r"(?P<id>[^:/\s]+/[^:/\s]+)(?::(?P<port>\d+))?(?:/(?P<proto>tcp|udp))?\Z")
@@ -59,7 +62,7 @@ def explain_connection(values: Mapping[str, Any], source: str, destination: str,
             raise InvalidValue(f"no service {name!r} (identities are services, tenant/name)")
     asked = atom("connection", source, destination, port, Const(protocol))
     try:
-        policy = evaluate_for(values, {destination}, [asked])
+        policy = _evaluate(values, {destination}, [asked])
     except ExtensionFailed as exc:
         return _connection_from_documents(values, source, destination, port, protocol, str(exc))
     found: dict[str, list[str]] = {}
@@ -101,7 +104,7 @@ def explain_service(values: Mapping[str, Any], identity: str) -> dict[str, Any]:
         raise InvalidValue(f"no service {identity!r} (identities are services, tenant/name)")
     note = None
     try:
-        policy = evaluate_for(values, {identity})
+        policy = _evaluate(values, {identity})
         named = policy.guarded.get(identity, ())
         allowed, denied = policy.allowed.get(identity, ()), policy.denied.get(identity, ())
     except ExtensionFailed as exc:
@@ -122,6 +125,16 @@ def explain_service(values: Mapping[str, Any], identity: str) -> dict[str, Any]:
     return {"identity": identity, "open": not named, "named_by": list(named),
             "allowed": [_tuple_json(t) for t in allowed], "denied": [_tuple_json(t) for t in denied],
             "lines": lines}
+
+
+def _evaluate(values: Mapping[str, Any], destinations: set[str], extra: list[Any] | None = None) -> Policy:
+    status = values.get(NETPOLICY_STATUS)
+    if isinstance(status, dict) and status.get("state") == "failing" and \
+            status.get("digest") == extensions_digest(values):
+        failure = ExtensionFailure(tuple(status.get("extensions") or ()), str(status.get("code")),
+                                   status.get("budget"), str(status.get("message")))
+        raise ExtensionFailed(failure, failure.message)  # the controller's own words
+    return evaluate_for(values, destinations, extra or [])
 
 
 class _Tuple:

@@ -40,8 +40,8 @@ class ExtensionFailure:
 class ExtensionFailed(CcaError):
     """The netpolicy solve with operator extensions failed in its worker (`failure` says why)."""
 
-    def __init__(self, failure: ExtensionFailure) -> None:
-        super().__init__(failure.text())
+    def __init__(self, failure: ExtensionFailure, text: str | None = None) -> None:
+        super().__init__(text or failure.text())
         self.failure = failure
 
 

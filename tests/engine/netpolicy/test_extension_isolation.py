@@ -118,6 +118,8 @@ def test_an_extension_over_budget_keeps_the_last_good_documents_and_says_so(tigh
     assert fw["verdict"] == "allowed" and fw["rules"] == ["r3"] and "desired/lp/explode" in fw["stale"]
     assert explain_connection(values, "frontend/web", "payments/database", 5432, "tcp")["verdict"] == "denied"
     assert "last good" in explain_service(values, "payments/database")["lines"][-1]
+    unseen = {k: v for k, v in values.items() if k != STATUS}  # no condition: tries, falls back
+    assert "budget" in explain_connection(unseen, "frontend/web", "payments/checkout", 443, "tcp")["stale"]
 
     # Deleting the extension: the next solve recovers, the condition says so.
     del values["desired/lp/explode"]
