@@ -219,19 +219,22 @@ def events(store: Store, limit: int = EVENT_HISTORY) -> list[dict[str, Any]]:
     revision = store.revision()
     start = max(0, revision - limit)
     rows: list[dict[str, Any]] = []
+    reached = False
     with store.watch("", start) as watch:
-        while rows[-1:] == [] or rows[-1]["revision"] < revision:
-            event = watch.get(timeout=2.0)
+        while True:
+            # Past `revision`'s first event, the rest of its transaction is already queued.
+            event = watch.get(timeout=0.05 if reached else 2.0)
             if event is None:
                 break
             if event.kind == "resync":
                 continue
+            if event.revision > revision:
+                break
             if event.key.startswith((DESIRED, DERIVED, OBSERVED)):
                 rows.append({"revision": event.revision, "type": event.kind, "key": event.key,
                              "reason": _scaling_reason(event) or _rollout_reason(event)
                              or _netpolicy_reason(event)})
-            if event.revision >= revision:
-                break
+            reached = event.revision >= revision
     return rows
 
 

@@ -165,3 +165,33 @@ def test_a_killed_worker_is_replaced_and_tried_once_more(tight, monkeypatch):
     values["desired/service/payments/audit2"] = {}  # the next change of what the logic reads
     changes, values = _run(controller, values, 3)
     assert values[STATUS]["state"] == "ok"
+
+
+def test_through_a_store_events_and_explain_show_the_failure(tight):
+    from ccattler.engine.api import views
+    from ccattler.engine.api.netpolicy import explain_network_live
+    from ccattler.engine.runner import settle
+    from ccattler.engine.store import open_store
+
+    with open_store("sqlite://:memory:") as store:
+        for key, doc in _world().items():
+            store.put(key, doc)
+        controller = NetpolicyController()
+        settle(store, [controller], now=1.0)
+        good = {f.key: f.value for f in store.range("derived/firewall/")[0]}
+        assert good
+        store.put(*_lp("explode", EXPLODING))
+        for i in range(60):
+            store.put(f"desired/service/batch/job{i}", {"expose": [{"port": 9000, "protocol": "tcp"}]})
+        settle(store, [controller], now=2.0)
+        assert {f.key: f.value for f in store.range("derived/firewall/")[0]} == good
+        reasons = [e["reason"] for e in views.events(store) if e["key"] == STATUS]
+        assert reasons and "desired/lp/explode" in reasons[-1] and "serving the last good" in reasons[-1]
+        answer = explain_network_live(store, "connection", "frontend/web", "payments/checkout:443", "default")
+        assert answer["verdict"] == "allowed" and "desired/lp/explode" in answer["lines"][-1]
+
+        store.delete("desired/lp/explode")
+        settle(store, [controller], now=3.0)
+        assert store.get(STATUS).value["state"] == "ok"
+        reasons = [e["reason"] for e in views.events(store) if e["key"] == STATUS]
+        assert reasons[-1].startswith("netpolicy recovered from: netpolicy extension desired/lp/explode")
