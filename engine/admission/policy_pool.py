@@ -237,15 +237,17 @@ class PolicyPool:
         return self._run({"op": "eval", "name": name, "text": text, "facts": facts,
                           "conflicts": limits.conflicts, "max_atoms": limits.max_atoms}, limits.seconds)
 
-    def netpolicy(self, extensions: list[tuple[str, str]], facts: list[Any]) -> list[Symbol] | PolicyFailure:
+    def netpolicy(self, extensions: list[tuple[str, str]], facts: list[Any]) -> Any:
         """rules/netpolicy.lp's answer with operator `extensions` ((label, text) pairs) over
-        `facts`, within `netpolicy_seconds` and the same memory and output caps, or why not."""
+        `facts` (compact JSON, engine/netpolicy/isolated.py), within `netpolicy_seconds` and the same
+        memory and output caps, or a `PolicyFailure` saying why not."""
         limits = self.limits
         return self._run({"op": "netpolicy", "name": "netpolicy", "extensions": [list(e) for e in extensions],
                           "facts": facts, "conflicts": limits.conflicts,
                           "max_atoms": limits.netpolicy_max_atoms}, limits.netpolicy_seconds)
 
-    def _run(self, request: dict[str, Any], seconds: float) -> list[Symbol] | PolicyFailure:
+    def _run(self, request: dict[str, Any], seconds: float) -> Any:
+        """The worker's answer to `request` (symbols, or a netpolicy's JSON), or a `PolicyFailure`."""
         limits = self.limits
         worker = self._borrow()
         if worker is None:
@@ -277,9 +279,11 @@ class PolicyPool:
         return self._outcome(reply, phase, seconds, request["max_atoms"])
 
     def _outcome(self, reply: dict[str, Any], phase: str, seconds: float,
-                 max_atoms: int) -> list[Symbol] | PolicyFailure:
+                 max_atoms: int) -> Any:
         limits = self.limits
         error = reply.get("error")
+        if error is None and "policy" in reply:
+            return reply["policy"]  # a netpolicy answer: engine/netpolicy/isolated.py reads it
         if error is None:
             try:
                 return [decode_symbol(tree) for tree in reply.get("symbols", ())]

@@ -11,7 +11,8 @@ framed requests (policy_wire.py) on stdin/stdout, one at a time:
   set_default atoms) or `{"error": kind, "message": …}`;
 - `{"op": "netpolicy", "name", "extensions": [[label, text], …], "facts", "seconds", "conflicts",
   "max_atoms"}` → the same two replies for rules/netpolicy.lp loaded with operator netpolicy
-  extensions (engine/netpolicy/isolated.py); its symbols are the whole answer.
+  extensions (engine/netpolicy/isolated.py); the answer is `{"policy": …}`, decoded here and sent
+  compact (`isolated.policy_to_wire`).
 
 Grounding cannot be interrupted here, so the server's deadline kills this process when it hangs;
 solving stops itself at `seconds` or `conflicts`. After a memory error the worker exits (its heap
@@ -88,6 +89,11 @@ def _evaluate(request: dict[str, Any], out: BinaryIO) -> dict[str, Any]:
         [s for s in result.symbols if (s.name, len(s.arguments)) in outputs]
     if len(symbols) > request["max_atoms"]:
         return {"error": "output", "count": len(symbols)}
+    if netpolicy:
+        from ccattler.engine.netpolicy.evaluate import decode_policy
+        from ccattler.engine.netpolicy.isolated import policy_to_wire
+
+        return {"policy": policy_to_wire(decode_policy(symbols))}
     memo: dict[Any, Any] = {}
     return {"symbols": [encode_symbol(s, memo) for s in symbols],
             "ground_seconds": session.ground_seconds, "solve_seconds": result.solve_seconds}

@@ -62,7 +62,7 @@ def evaluate(values: Mapping[str, Any], extra: Iterable[Symbol] = (),
         found = solve_isolated(texts, facts)
         if isinstance(found, ExtensionFailure):
             raise ExtensionFailed(found)
-        return decode_policy(found)
+        return found
     session = Session(load_program("netpolicy"), SOLVE_OPTIONS)
     session.add_facts(facts)
     session.ground()
