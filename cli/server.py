@@ -73,6 +73,9 @@ def server(
                                                "policy worker process (MiB).")] = 1024,
     policy_workers: Annotated[int, typer.Option("--policy-workers", min=1, help="Policy worker processes "
                                                 "kept started.")] = 2,
+    netpolicy_seconds: Annotated[float, typer.Option("--netpolicy-seconds", min=0.1, help="Wall clock of "
+                                                     "one netpolicy solve with operator extensions (then "
+                                                     "the firewall documents stay as they were).")] = 30.0,
     time_zone: Annotated[str, typer.Option("--time-zone", help="The cluster's time zone (autoscaling "
                                                                "schedule windows).")] = "UTC",
     rebalance_interval: Annotated[float, typer.Option("--rebalance-interval", min=0.0, help="Seconds "
@@ -109,7 +112,8 @@ def server(
                             audit_log_path=str(audit_log_path) if audit_log_path else None,
                             audit_log_max_bytes=audit_log_maxsize << 20,
                             audit_log_backups=audit_log_maxbackup, policy_seconds=policy_seconds,
-                            policy_memory_bytes=policy_memory << 20, policy_workers=policy_workers)
+                            policy_memory_bytes=policy_memory << 20, policy_workers=policy_workers,
+                            netpolicy_seconds=netpolicy_seconds)
     opened = open_store(store_url(store, context))
     api = ApiServer(opened, ClusterFiles(root), options).start()
     loop = None

@@ -54,6 +54,10 @@ class PolicyLimits:
     workers: int = 2
     #: How long a request waits for a free (or restarting) worker before it is refused.
     wait_seconds: float = 15.0
+    #: Wall clock of one netpolicy solve with operator extensions (the whole cluster's facts), and
+    #: the atoms its answer may hold (the reply is capped by `max_reply_bytes` too).
+    netpolicy_seconds: float = 30.0
+    netpolicy_max_atoms: int = 2_000_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -230,6 +234,21 @@ class PolicyPool:
     def evaluate(self, name: str, text: str, facts: list[Any]) -> list[Symbol] | PolicyFailure:
         """Policy `name`'s output atoms over `facts` (symbol trees, policy_wire.py), or why not."""
         limits = self.limits
+        return self._run({"op": "eval", "name": name, "text": text, "facts": facts,
+                          "conflicts": limits.conflicts, "max_atoms": limits.max_atoms}, limits.seconds)
+
+    def netpolicy(self, extensions: list[tuple[str, str]], facts: list[Any]) -> Any:
+        """rules/netpolicy.lp's answer with operator `extensions` ((label, text) pairs) over
+        `facts` (compact JSON, engine/netpolicy/isolated.py), within `netpolicy_seconds` and the same
+        memory and output caps, or a `PolicyFailure` saying why not."""
+        limits = self.limits
+        return self._run({"op": "netpolicy", "name": "netpolicy", "extensions": [list(e) for e in extensions],
+                          "facts": facts, "conflicts": limits.conflicts,
+                          "max_atoms": limits.netpolicy_max_atoms}, limits.netpolicy_seconds)
+
+    def _run(self, request: dict[str, Any], seconds: float) -> Any:
+        """The worker's answer to `request` (symbols, or a netpolicy's JSON), or a `PolicyFailure`."""
+        limits = self.limits
         worker = self._borrow()
         if worker is None:
             return PolicyFailure("policy_budget", "worker wait",
@@ -237,10 +256,9 @@ class PolicyPool:
         phase = "grounding"
         start = time.monotonic()
         # Solving stops itself at `seconds`; the grace lets it say so before it is killed.
-        deadline = start + limits.seconds + 0.5
+        deadline = start + seconds + 0.5
         try:
-            worker.send({"op": "eval", "name": name, "text": text, "facts": facts, "seconds": limits.seconds,
-                         "conflicts": limits.conflicts, "max_atoms": limits.max_atoms})
+            worker.send({**request, "seconds": seconds})
             reply = worker.receive(deadline)
             if reply.get("phase") == "grounded":
                 phase = "solving"
@@ -248,7 +266,7 @@ class PolicyPool:
         except _Overrun:
             self._replace(worker)
             return PolicyFailure("policy_budget", f"{phase} time",
-                                 f"{phase} did not finish within {limits.seconds:g} s")
+                                 f"{phase} did not finish within {seconds:g} s")
         except _Dead:
             how = worker.death()
             self._replace(worker)
@@ -258,11 +276,14 @@ class PolicyPool:
             self._replace(worker)
         else:
             self._idle.put(worker)
-        return self._outcome(reply, phase)
+        return self._outcome(reply, phase, seconds, request["max_atoms"])
 
-    def _outcome(self, reply: dict[str, Any], phase: str) -> list[Symbol] | PolicyFailure:
+    def _outcome(self, reply: dict[str, Any], phase: str, seconds: float,
+                 max_atoms: int) -> Any:
         limits = self.limits
         error = reply.get("error")
+        if error is None and "policy" in reply:
+            return reply["policy"]  # a netpolicy answer: engine/netpolicy/isolated.py reads it
         if error is None:
             try:
                 return [decode_symbol(tree) for tree in reply.get("symbols", ())]
@@ -273,11 +294,11 @@ class PolicyPool:
                                  f"{phase} needed more than its {limits.memory_bytes >> 20} MiB")
         if error == "solving":
             timed_out = reply.get("timed_out") or limits.conflicts is None
-            why = f"{limits.seconds:g} s" if timed_out else f"{limits.conflicts} conflicts"
+            why = f"{seconds:g} s" if timed_out else f"{limits.conflicts} conflicts"
             return PolicyFailure("policy_budget", "solving time", f"solving did not finish within {why}")
         if error == "output":
             return PolicyFailure("policy_budget", "output",
-                                 f"it derived {reply.get('count')} output atoms, over {limits.max_atoms}")
+                                 f"it derived {reply.get('count')} output atoms, over {max_atoms}")
         if error == "unsatisfiable":
             return PolicyFailure("policy_error", None, "it has no answer over this request (unsatisfiable)")
         return PolicyFailure("policy_error", None, str(reply.get("message", error)))

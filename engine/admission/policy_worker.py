@@ -8,7 +8,11 @@ framed requests (policy_wire.py) on stdin/stdout, one at a time:
   the server builds only those facts without parsing operator text itself;
 - `{"op": "eval", "name", "text", "facts", "seconds", "conflicts", "max_atoms"}` → first
   `{"phase": "grounded"}` once grounding is done, then `{"symbols": […]}` (its deny/warn/message/
-  set_default atoms) or `{"error": kind, "message": …}`.
+  set_default atoms) or `{"error": kind, "message": …}`;
+- `{"op": "netpolicy", "name", "extensions": [[label, text], …], "facts", "seconds", "conflicts",
+  "max_atoms"}` → the same two replies for rules/netpolicy.lp loaded with operator netpolicy
+  extensions (engine/netpolicy/isolated.py); the answer is `{"policy": …}`, decoded here and sent
+  compact (`isolated.policy_to_wire`).
 
 Grounding cannot be interrupted here, so the server's deadline kills this process when it hangs;
 solving stops itself at `seconds` or `conflicts`. After a memory error the worker exits (its heap
@@ -48,15 +52,22 @@ def _is_memory(exc: BaseException) -> bool:
 def _evaluate(request: dict[str, Any], out: BinaryIO) -> dict[str, Any]:
     from ccattler.engine.admission.evaluate import POLICY_OUTPUTS, SHOW_OUTPUTS
     from ccattler.engine.admission.policy_wire import decode_symbol, encode_symbol, write_frame
-    from ccattler.engine.solve import LogicError, Session, SolveOptions, program_from_text
+    from ccattler.engine.solve import LogicError, Session, SolveOptions, load_program, program_from_text
 
-    name, text = request["name"], request["text"]
-    if (found := _FORBIDDEN.search(text)) is not None:
-        return {"error": "logic", "message": f"{name}.lp: error: {found[0]} is not allowed in a policy"}
+    name = request["name"]
+    netpolicy = request.get("op") == "netpolicy"
+    texts = [(str(label), str(body)) for label, body in request["extensions"]] if netpolicy \
+        else [(f"{name}.lp", request["text"])]
+    for label, text in texts:
+        if (found := _FORBIDDEN.search(text)) is not None:
+            return {"error": "logic", "message": f"{label}: error: {found[0]} is not allowed in a policy"}
     options = SolveOptions(conflicts=request["conflicts"], wall_seconds=request["seconds"], optimize=False)
     try:
-        program = program_from_text(f"lp/{name}", text, label=f"{name}.lp")
-        session = Session(program.with_texts([("admission outputs", SHOW_OUTPUTS)]), options)
+        if netpolicy:
+            session = Session(load_program("netpolicy").with_texts(texts), options)
+        else:
+            program = program_from_text(f"lp/{name}", texts[0][1], label=f"{name}.lp")
+            session = Session(program.with_texts([("admission outputs", SHOW_OUTPUTS)]), options)
         session.add_facts(decode_symbol(tree) for tree in request["facts"])
         session.ground()
         write_frame(out, {"phase": "grounded", "seconds": session.ground_seconds})
@@ -74,9 +85,15 @@ def _evaluate(request: dict[str, Any], out: BinaryIO) -> dict[str, Any]:
     if result.satisfiable is False:
         return {"error": "unsatisfiable"}
     outputs = set(POLICY_OUTPUTS)
-    symbols = [s for s in result.symbols if (s.name, len(s.arguments)) in outputs]
+    symbols = list(result.symbols) if netpolicy else \
+        [s for s in result.symbols if (s.name, len(s.arguments)) in outputs]
     if len(symbols) > request["max_atoms"]:
         return {"error": "output", "count": len(symbols)}
+    if netpolicy:
+        from ccattler.engine.netpolicy.evaluate import decode_policy
+        from ccattler.engine.netpolicy.isolated import policy_to_wire
+
+        return {"policy": policy_to_wire(decode_policy(symbols))}
     memo: dict[Any, Any] = {}
     return {"symbols": [encode_symbol(s, memo) for s in symbols],
             "ground_seconds": session.ground_seconds, "solve_seconds": result.solve_seconds}

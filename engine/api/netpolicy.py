@@ -6,7 +6,13 @@ from __future__ import annotations
 from typing import Any
 
 from ccattler.engine.facts import InvalidValue
-from ccattler.engine.facts.keys import DESIRED_LP, DESIRED_NETWORKS, DESIRED_SERVICES
+from ccattler.engine.facts.keys import (
+    DESIRED_LP,
+    DESIRED_NETWORKS,
+    DESIRED_SERVICES,
+    FIREWALL,
+    NETPOLICY_STATUS,
+)
 from ccattler.engine.netpolicy import explain_connection, explain_service, parse_endpoint
 from ccattler.engine.runner.snapshot import read_snapshot
 from ccattler.engine.store import Store
@@ -17,7 +23,8 @@ NETPOLICY_PREFIXES = (DESIRED_SERVICES, DESIRED_NETWORKS, DESIRED_LP)
 
 def explain_network_live(store: Store, kind: str, source: str, destination: str,
                          tenant: str) -> dict[str, Any]:
-    values = read_snapshot(store, NETPOLICY_PREFIXES).values
+    # The firewall documents answer when an operator extension's solve fails (explain.py).
+    values = read_snapshot(store, (*NETPOLICY_PREFIXES, FIREWALL, NETPOLICY_STATUS)).values
     if kind == "service":
         identity, _, _ = parse_endpoint(destination, tenant)
         return explain_service(values, identity)

@@ -72,6 +72,8 @@ class ServerOptions:
     policy_seconds: float = 2.0
     policy_memory_bytes: int = 1 << 30
     policy_workers: int = 2
+    #: One netpolicy solve with operator extensions, in a policy worker (engine/netpolicy/isolated.py).
+    netpolicy_seconds: float = 30.0
 
 
 def identity_lifetime(seconds: float) -> dt.timedelta:
@@ -97,7 +99,7 @@ class ApiServer:
         self.metrics = ApiMetrics()
         # Pre-start the policy workers: the first request judged by an operator policy waits for none.
         configure(PolicyLimits(seconds=options.policy_seconds, memory_bytes=options.policy_memory_bytes,
-                               workers=options.policy_workers))
+                               workers=options.policy_workers, netpolicy_seconds=options.netpolicy_seconds))
         limiter = RateLimiter(options.rate, options.burst)
         failures = RateLimiter(options.auth_failure_rate, options.auth_failure_burst)
         sink = None

@@ -26,6 +26,7 @@ from ccattler.engine.facts.keys import (
     ENDPOINTS,
     INSTANCES,
     LEADER_RUNNER,
+    NETPOLICY_STATUS,
     NODE_CONDITIONS,
     NODE_INTENT,
     OBSERVED,
@@ -218,18 +219,22 @@ def events(store: Store, limit: int = EVENT_HISTORY) -> list[dict[str, Any]]:
     revision = store.revision()
     start = max(0, revision - limit)
     rows: list[dict[str, Any]] = []
+    reached = False
     with store.watch("", start) as watch:
-        while rows[-1:] == [] or rows[-1]["revision"] < revision:
-            event = watch.get(timeout=2.0)
+        while True:
+            # Past `revision`'s first event, the rest of its transaction is already queued.
+            event = watch.get(timeout=0.05 if reached else 2.0)
             if event is None:
                 break
             if event.kind == "resync":
                 continue
+            if event.revision > revision:
+                break
             if event.key.startswith((DESIRED, DERIVED, OBSERVED)):
                 rows.append({"revision": event.revision, "type": event.kind, "key": event.key,
-                             "reason": _scaling_reason(event) or _rollout_reason(event)})
-            if event.revision >= revision:
-                break
+                             "reason": _scaling_reason(event) or _rollout_reason(event)
+                             or _netpolicy_reason(event)})
+            reached = event.revision >= revision
     return rows
 
 
@@ -245,6 +250,15 @@ def _scaling_reason(event: Any) -> str | None:
     if isinstance(resized, dict) and resized.get("at") == at:
         out.append(f"requests {resized['from']} → {resized['to']}: {'; '.join(resized.get('reasons') or [])}")
     return "; ".join(out) or None
+
+
+def _netpolicy_reason(event: Any) -> str | None:
+    """The netpolicy controller's condition: an extension failing its budget, or recovered."""
+    if event.key != NETPOLICY_STATUS or not isinstance(event.value, dict):
+        return None
+    if event.value.get("state") == "failing":
+        return f"{event.value.get('message')}; serving {event.value.get('serving')}"
+    return f"netpolicy recovered from: {event.value.get('recovered_from')}"
 
 
 def _rollout_reason(event: Any) -> str | None:

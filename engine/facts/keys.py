@@ -70,6 +70,9 @@ ENDPOINTS = "derived/endpoint/"
 VIPS = "derived/vip/"
 DNS = "derived/dns/"
 FIREWALL = "derived/firewall/"
+#: The netpolicy controller's condition: `{"state": "failing"|"ok", …}` when an operator netpolicy
+#: extension failed its budget (the firewall documents then stay the last good ones).
+NETPOLICY_STATUS = "derived/netpolicy-status"
 SCALE = "derived/scale/"
 #: Per service, what the disruption controller asks of the instance and placement controllers:
 #: surge instances, instances to remove, instances to move (docs/controllers.md).
@@ -113,6 +116,7 @@ PREFIX_OWNERS: dict[str, str] = {
     VIPS: "network-controller",
     DNS: "network-controller",
     FIREWALL: "netpolicy-controller",
+    NETPOLICY_STATUS: "netpolicy-controller",
     SCALE: "autoscaler",
     DISRUPTIONS: "disruption-controller",
     DRAINS: "disruption-controller",

@@ -12,6 +12,15 @@ service and the destinations of rules whose `from` selects it) — the whole pol
 start and whenever an extension exists (extensions may relate any destinations). An address
 change (an instance placed, moved, gone) rewrites only the documents that mention its identity.
 A document is rewritten only when its content changes.
+
+Operator extensions are solved in a policy worker under hard limits (isolated.py). When that
+solve fails (a budget ran out, the worker died, the program failed) the controller fails static:
+it keeps the last good policy — the firewall documents stay as they were, address changes still
+reach them — and writes `derived/netpolicy-status` `{"state": "failing", …}` naming the
+extensions, the budget and since when (shown by `cca events`). A failure before any good solve
+(a restart) writes no firewall document at all: the stored ones stay. A worker that died is
+tried once more at once (a fresh worker); otherwise the next change of what the logic reads (the
+extension fixed or deleted) solves again, and the status says `ok`.
 """
 
 from __future__ import annotations
@@ -20,11 +29,19 @@ from collections import defaultdict
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from ccattler.engine.facts.keys import ADDRESSES, DESIRED_LP, DESIRED_NETWORKS, DESIRED_SERVICES, FIREWALL
+from ccattler.engine.facts.keys import (
+    ADDRESSES,
+    DESIRED_LP,
+    DESIRED_NETWORKS,
+    DESIRED_SERVICES,
+    FIREWALL,
+    NETPOLICY_STATUS,
+)
 from ccattler.engine.facts.snapshot import ChangeSet, Snapshot, changed_keys
 from ccattler.engine.netpolicy import facts
 from ccattler.engine.netpolicy.evaluate import Policy, evaluate, merged
-from ccattler.engine.netpolicy.facts import Part, extension_texts, policy_inputs
+from ccattler.engine.netpolicy.facts import Part, extension_texts, extensions_digest, policy_inputs
+from ccattler.engine.netpolicy.isolated import ExtensionFailed, ExtensionFailure
 
 
 def node_document(node: str, policy: Policy, local: Mapping[str, set[str]],
@@ -55,8 +72,9 @@ class NetpolicyController:
     """Writes one firewall document per node that runs a default-deny identity."""
 
     name: ClassVar[str] = "netpolicy"
-    reads: ClassVar[tuple[str, ...]] = (DESIRED_SERVICES, DESIRED_NETWORKS, DESIRED_LP, ADDRESSES, FIREWALL)
-    writes: ClassVar[tuple[str, ...]] = (FIREWALL,)
+    reads: ClassVar[tuple[str, ...]] = (DESIRED_SERVICES, DESIRED_NETWORKS, DESIRED_LP, ADDRESSES, FIREWALL,
+                                        NETPOLICY_STATUS)
+    writes: ClassVar[tuple[str, ...]] = (FIREWALL, NETPOLICY_STATUS)
 
     def __init__(self) -> None:
         self._seen: Mapping[str, Any] | None = None
@@ -68,6 +86,9 @@ class NetpolicyController:
         self._where: dict[str, tuple[str, str]] = {}  # inst key → (identity, node)
         self._sources_of: dict[str, set[str]] = defaultdict(set)  # source → guarded destinations naming it
         self._written: dict[str, Any] = {}  # node → the document last written (None: deleted)
+        self._good = False  # whether self.policy came from a solve that succeeded (else write nothing)
+        self._failed: tuple[Any, ...] | None = None  # the inputs whose solve failed (not retried)
+        self.failure: ExtensionFailure | None = None  # why the last solve failed, while it stands
 
     def reconcile(self, snapshot: Snapshot, now: float) -> ChangeSet:
         values, before = snapshot.values, self._seen
@@ -87,11 +108,37 @@ class NetpolicyController:
                 nodes.add(key[len(FIREWALL):])  # not (only) our own write coming back
         logic = [k for k in changed if k.startswith((DESIRED_SERVICES, DESIRED_NETWORKS, DESIRED_LP))]
         if full or logic:
-            self._solve(before, values, logic, nodes)
+            try:
+                self._solve(before, values, logic, nodes)
+            except ExtensionFailed as exc:
+                self.failure = exc.failure
+            else:
+                self.failure = None
         for identity in identities:
             for destination in {identity} | self._sources_of.get(identity, set()):
                 nodes.update(node for node, _ in self._addr.get(destination, {}).values())
-        return self._write(values, nodes)
+        changes = self._write(values, nodes) if self._good else ChangeSet({}, frozenset())
+        return self._with_status(changes, values, now)
+
+    def _with_status(self, changes: ChangeSet, values: Mapping[str, Any], now: float) -> ChangeSet:
+        """`changes` plus `derived/netpolicy-status` when the failure state changed."""
+        old = values.get(NETPOLICY_STATUS)
+        failing = isinstance(old, dict) and old.get("state") == "failing"
+        if self.failure is not None:
+            f = self.failure
+            same = failing and old.get("message") == f.text()
+            doc = {"state": "failing", "extensions": list(f.extensions), "code": f.code, "budget": f.budget,
+                   "message": f.text(), "since": old["since"] if same else now,
+                   "digest": extensions_digest(values),
+                   "serving": "the last good derived/firewall documents" if self._good
+                   else "the stored derived/firewall documents (no good solve since start)"}
+        elif failing:
+            doc = {"state": "ok", "since": now, "recovered_from": old.get("message")}
+        else:
+            return changes
+        if doc == old:
+            return changes
+        return ChangeSet({**changes.puts, NETPOLICY_STATUS: doc}, changes.deletes)
 
     def _solve(self, before: Mapping[str, Any] | None, values: Mapping[str, Any], logic: list[str],
                nodes: set[str]) -> None:
@@ -106,9 +153,16 @@ class NetpolicyController:
             touched = facts.touched_destinations(before, values, logic, identities)
         if touched is None:
             inputs = policy_inputs(values)
-            if inputs == self._inputs:
+            if inputs == self._inputs and self._good:
                 return  # nothing the logic reads changed
-            self._inputs, self.policy = inputs, evaluate(values)
+            if inputs == self._failed and self.failure is not None:
+                raise ExtensionFailed(self.failure)  # the same inputs fail the same way: no retry
+            try:
+                policy = self._evaluate_whole(values)
+            except ExtensionFailed:
+                self._failed = inputs
+                raise
+            self._inputs, self.policy, self._good, self._failed = inputs, policy, True, None
             self._sources_of = defaultdict(set)
             self._index_sources(self.policy.allowed)
             nodes.update(self._all_nodes(values))
@@ -125,6 +179,17 @@ class NetpolicyController:
         else:
             return
         self.solves += 1
+
+    @staticmethod
+    def _evaluate_whole(values: Mapping[str, Any]) -> Policy:
+        """The whole policy; a worker that died is tried once more (a fresh one: it may have been
+        killed from outside), a budget or program failure is not."""
+        try:
+            return evaluate(values)
+        except ExtensionFailed as exc:
+            if exc.failure.code != "policy_crashed":
+                raise
+        return evaluate(values)
 
     def _update_address(self, key: str, doc: Any, nodes: set[str]) -> set[str]:
         """Record one address document; the identities whose address sets changed."""

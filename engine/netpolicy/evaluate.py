@@ -1,6 +1,8 @@
 """Solve rules/netpolicy.lp (plus extensions) over a snapshot's facts and decode the policy.
 
-The program is stratified: the first model is the only one, no optimisation runs.
+The program is stratified: the first model is the only one, no optimisation runs. Without
+operator extensions it is solved in-process (project code only); with extensions in a policy
+worker under hard limits (isolated.py), and a failure there raises `ExtensionFailed`.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from clingo import Symbol
 
 from ccattler.engine.facts.keys import DESIRED_SERVICES
 from ccattler.engine.netpolicy.facts import Part, extension_texts, snapshot_facts
+from ccattler.engine.netpolicy.isolated import ExtensionFailed, ExtensionFailure, solve_isolated
 from ccattler.engine.solve import Session, SolveOptions, load_program, to_python
 
 SOLVE_OPTIONS = SolveOptions(conflicts=10_000, wall_seconds=60.0, optimize=False)
@@ -53,10 +56,15 @@ def evaluate(values: Mapping[str, Any], extra: Iterable[Symbol] = (),
     depends only on the rules that select it as `to`, its ports and the identities) and for the
     lints of the rules it reads; the rest of the answer is incomplete. Not with extensions, which
     may relate any destinations."""
-    program = load_program("netpolicy").with_texts(
-        extension_texts(values) if extensions is None else extensions)
-    session = Session(program, SOLVE_OPTIONS)
-    session.add_facts([*snapshot_facts(values, part), *extra])
+    texts = extension_texts(values) if extensions is None else list(extensions)
+    facts = [*snapshot_facts(values, part), *extra]
+    if texts:
+        found = solve_isolated(texts, facts)
+        if isinstance(found, ExtensionFailure):
+            raise ExtensionFailed(found)
+        return found
+    session = Session(load_program("netpolicy"), SOLVE_OPTIONS)
+    session.add_facts(facts)
     session.ground()
     return decode_policy(session.solve().symbols)
 

@@ -155,6 +155,16 @@ def extension_texts(values: Mapping[str, Any]) -> list[tuple[str, str]]:
             if isinstance(doc, dict) and doc.get("program") == "netpolicy"]
 
 
+def extensions_digest(values: Mapping[str, Any]) -> str:
+    """A digest of the stored extensions' keys and texts (the netpolicy status names what failed)."""
+    import hashlib
+
+    found = hashlib.sha256()
+    for key, text in extension_texts(values):
+        found.update(f"{len(key)}:{key}{len(text)}:{text}".encode("utf-8", "surrogateescape"))
+    return found.hexdigest()
+
+
 def policy_inputs(values: Mapping[str, Any]) -> tuple[Any, ...]:
     """What of the snapshot the logic depends on (a cheap key to skip re-solving)."""
     services = tuple(sorted((k, repr(v.get("expose")) if isinstance(v, dict) else None)
