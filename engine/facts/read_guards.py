@@ -31,6 +31,7 @@ from ccattler.engine.facts.keys import (
     INSTANCES,
     LEADER,
     METRICS,
+    NETPOLICY_STATUS,
     NODE_CONDITIONS,
     NODE_INTENT,
     OBSERVED_INSTANCES,
@@ -67,6 +68,7 @@ READ_GUARDS: dict[str, tuple[str, int | None]] = {
     SUBNETS: ("node", None),
     NODE_CONDITIONS: ("node", None),
     FIREWALL: ("node", None),  # every identity's addresses on that node: not one tenant's
+    NETPOLICY_STATUS: ("policy", None),  # names the operator's failing netpolicy extensions
     DRAINS: ("node", None),
     REBALANCE: ("node", None),
     OBSERVED_NODES: ("node", None),
