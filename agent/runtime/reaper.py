@@ -51,6 +51,7 @@ class Reaper:
             raise OSError(ctypes.get_errno(), "prctl(PR_SET_CHILD_SUBREAPER)")
         self._pids: dict[str, int] = {}
         self._codes: dict[str, int] = {}
+        self._leftovers: set[int] = set()  # forgotten inits not dead yet: reaped later, never leaked
         self._lock = threading.Lock()
 
     def track(self, cid: str, pid: int) -> None:
@@ -83,5 +84,22 @@ class Reaper:
         while self.exit_code(cid) is None and cid in self._pids and time.monotonic() < deadline:
             time.sleep(0.01)
         with self._lock:
-            self._pids.pop(cid, None)
+            pid = self._pids.pop(cid, None)
             self._codes.pop(cid, None)
+            if pid is not None:  # still alive (it outlived SIGKILL so far): a zombie to reap later
+                self._leftovers.add(pid)
+        self.reap_leftovers()
+
+    def reap_leftovers(self) -> int:
+        """Wait for forgotten inits that have died since; how many are still alive. A zombie of
+        ours is never left: it would hold its container's cgroup, so `runc delete` of that id
+        would fail for as long as the agent runs."""
+        with self._lock:
+            for pid in list(self._leftovers):
+                try:
+                    done, _ = os.waitpid(pid, os.WNOHANG)
+                except ChildProcessError:
+                    done = pid
+                if done:
+                    self._leftovers.discard(pid)
+            return len(self._leftovers)

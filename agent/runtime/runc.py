@@ -238,6 +238,7 @@ class RuncRuntime(Runtime):
         """Delete runc containers without a bundle and bundles without metadata (crash leftovers);
         rotate logs that grew past their limit."""
         pruned = []
+        self.reaper.reap_leftovers()  # a container's unreaped init would make its delete fail
         bundles = {b.name for b in self.bundles.iterdir() if self._meta(b) is not None}
         for entry in self._runc_list():
             if entry["id"] not in bundles:
