@@ -15,6 +15,7 @@ import os
 import signal
 import threading
 import time
+from pathlib import Path
 
 _PR_SET_CHILD_SUBREAPER = 36
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -103,3 +104,32 @@ class Reaper:
                 if done:
                     self._leftovers.discard(pid)
             return len(self._leftovers)
+
+    def kill_orphan(self, pid_file: Path, timeout: float = 2.0) -> None:
+        """Kill and reap the process of a `runc exec` that was itself killed (a probe past its
+        timeout). That process was re-parented to this subreaper; left alive or unreaped it would
+        keep its container's pid namespace from ever ending, so the container could never be
+        deleted or started again under its id ("container with given ID already exists")."""
+        try:
+            pid = int(pid_file.read_text().strip())
+        except (OSError, ValueError):  # runc died before it started the process: nothing left
+            return
+        if _parent_of(pid) != os.getpid():  # gone already, or not ours: never signal a stranger
+            return
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        with self._lock:
+            self._leftovers.add(pid)
+        deadline = time.monotonic() + timeout
+        while self.reap_leftovers() and pid in self._leftovers and time.monotonic() < deadline:
+            time.sleep(0.01)
+
+
+def _parent_of(pid: int) -> int | None:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return int(stat.rsplit(")", 1)[1].split()[1])  # after "(comm)": state, then ppid

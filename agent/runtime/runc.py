@@ -16,6 +16,7 @@ import os
 import pty
 import shutil
 import subprocess
+import tempfile
 import threading
 import time
 from collections.abc import Mapping
@@ -264,11 +265,14 @@ class RuncRuntime(Runtime):
         cid = container_id(name)
         if self._state(cid) != "running":
             raise ContainerError(f"container {name} is not running")
-        try:
-            result = subprocess.run([self.runc, "--root", str(self.root), "exec", cid, *argv],
-                                    stdin=subprocess.DEVNULL, capture_output=True, timeout=timeout)
-        except subprocess.TimeoutExpired:
-            raise ContainerError(f"exec in {name} did not finish within {timeout:g}s") from None
+        with tempfile.TemporaryDirectory(prefix="cca-exec-") as tmp:
+            pid_file = Path(tmp) / "pid"
+            args = [self.runc, "--root", str(self.root), "exec", "--pid-file", str(pid_file), cid, *argv]
+            try:
+                result = subprocess.run(args, stdin=subprocess.DEVNULL, capture_output=True, timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.reaper.kill_orphan(pid_file)
+                raise ContainerError(f"exec in {name} did not finish within {timeout:g}s") from None
         return ExecResult(result.returncode, result.stdout, result.stderr)
 
     def refresh_secrets(self, name: str, secrets: tuple[SecretFile, ...]) -> int:

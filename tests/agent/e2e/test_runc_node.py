@@ -55,6 +55,23 @@ def test_killed_container_is_restarted_with_the_same_address(node) -> None:
     assert node.http_get(node.ip(2)) == "hello from web-a\n"
 
 
+def test_a_timed_out_exec_leaves_nothing_behind_and_the_container_starts_again(node) -> None:
+    """A probe's `runc exec` past its timeout: its process (re-parented to the agent) is killed and
+    reaped, so the container still stops, and starts again under the same id."""
+    spec = node.spec("web-a", 2)
+    desired = {spec.key: spec}
+    node.converge(desired, running("web-a"))
+    with pytest.raises(CcaError, match="did not finish within 0.5s"):
+        node.runtime.exec(spec.key, ["sleep", "300"], timeout=0.5)
+    ours = [line for line in os.popen("ps -o ppid=,args= -e").read().splitlines()
+            if int(line.split()[0]) == os.getpid() and "sleep 300" in line]
+    assert ours == []
+    assert node.reconciler.reconcile({}) == {}
+    assert node.runtime.list() == []
+    node.converge(desired, running("web-a"))
+    assert node.http_get(node.ip(2)) == "hello from web-a\n"
+
+
 def test_removed_placement_removes_container_veth_and_namespace(node) -> None:
     a, b = node.spec("web-a", 2), node.spec("web-b", 3)
     node.converge({a.key: a, b.key: b}, running("web-a", "web-b"))
