@@ -55,7 +55,11 @@ def compile_tenant(u: Unit, block: Node) -> dict:
         readers = {"cpu": q.cpu, "memory": q.size, "instances": q.count, "volumes": q.count,
                    "storage": q.size}
         quota = {k: u.value(qf.get(k), r) for k, r in readers.items()}
-    return {"quota": quota, "weight": u.value(f.get("weight"), q.count)}
+    if "weight" in f:  # in the language, but nothing would read it: refused rather than ignored
+        u.error(f["weight"].keyword_span, "unsupported-field",
+                f'tenant "{block.name.value}": weight is not supported yet, it would change nothing',
+                "remove it; a tenant's share of the cluster is its quota")
+    return {"quota": quota}
 
 
 def _capability(u: Unit, scalar: Scalar) -> str | None:

@@ -22,6 +22,8 @@ CASES = [
          'unknown field "cpu" in node "n1"', '"cpu" goes inside capacity'),
     case("colon-after-keyword", "service w { image x  resources { cpu: 1 } }", "syntax", 1, 34,
          'unexpected "cpu:"', "drop the colon"),
+    case("unsupported-field", "tenant pay {\n    weight 3\n}", "unsupported-field", 2, 5,
+         'tenant "pay": weight is not supported yet', "quota"),
     case("quoted-name", 'service "w" { image x }', "syntax", 1, 9, "write it without quotes: w"),
     case("unknown-block", "servce web { image x }", "unknown-field", 1, 1, 'unknown block "servce"',
          'did you mean "service"'),
