@@ -37,6 +37,21 @@ class AutoscaleController:
         self.time_zone = time_zone
         self.sample_period = sample_period
         self._due: float | None = None
+        # Observed-instance key prefixes of the autoscaled services' instances (`<svc>-…`), as of
+        # the last reconcile; None: not known yet, every report wakes it.
+        self._reports: tuple[str, ...] | None = None
+
+    def wakes_on(self, key: str, *change: Any) -> bool:
+        """Agents' reports wake it only for instances of autoscaled services: on a large cluster
+        most reports are of services with no `scale` block. Every other read always wakes it.
+        Called from watch threads: it only reads one attribute."""
+        if key.startswith(DESIRED_SERVICES):  # a service may have gained a `scale` block: every
+            self._reports = None              # report wakes it until it has run again
+            return True
+        reports = self._reports
+        if reports is None or not key.startswith(OBSERVED_INSTANCES) or key == OBSERVED_INSTANCES:
+            return True  # not known yet, not a report, or a re-list of all reports
+        return key.startswith(reports)
 
     def next_due(self) -> float | None:
         """When a decision changes with time alone (the runner runs it then): the earliest end of a
@@ -70,6 +85,7 @@ class AutoscaleController:
             if doc != old:
                 puts[SCALE + full] = doc
         due = [d for full in services if (d := _due(puts.get(SCALE + full) or scales.get(full))) and d > now]
+        self._reports = tuple(sorted(f"{OBSERVED_INSTANCES}{full}-" for full in services))
         self._due = min(due) if due else None
         gone = frozenset(SCALE + f for f in scales if f not in services)
         return ChangeSet(puts=puts, deletes=gone)

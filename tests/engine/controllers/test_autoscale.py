@@ -113,3 +113,20 @@ def test_get_services_shows_the_autoscalers_count_and_events_say_why():
         reasons = [e["reason"] for e in views.events(store) if e["reason"]]
     assert reasons == ["scaled 3 → 6: target cpu recommends 6; target requests_per_second: "
                        "no requests_per_second samples for the counted instances"]
+
+
+def test_only_reports_of_autoscaled_services_wake_it():
+    c = AutoscaleController()
+    assert c.wakes_on("observed/instance/default/db-0")  # before a first run: every report
+    c.reconcile(world(2, cpu=250), T0)
+    assert c.wakes_on("observed/instance/default/web-1", None, {"state": "running"})
+    assert c.wakes_on("observed/instance/default/web-new")  # a new instance of web
+    assert not c.wakes_on("observed/instance/default/db-0", None, {"state": "running"})
+    assert not c.wakes_on("observed/instance/other/web-0")  # another tenant's web
+    assert c.wakes_on("observed/instance/")  # a re-list
+    assert c.wakes_on("observed/")
+    assert c.wakes_on("observed/metric/default/db/cpu/cli")
+    assert c.wakes_on("desired/service/default/db")  # db may now autoscale: every report, until it runs
+    assert c.wakes_on("observed/instance/default/db-0")
+    c.reconcile(world(2, cpu=250), T0 + 15)
+    assert not c.wakes_on("observed/instance/default/db-0")
