@@ -21,7 +21,7 @@ from typing import Any
 from ccattler.agent.init_steps import InitStep, init_steps
 from ccattler.agent.probes import Probe, probes_of
 from ccattler.agent.runtime.base import ConfigFile, ContainerSpec, IdentityFiles, SecretFile, VolumeMount
-from ccattler.engine.facts import parse_service, service_doc
+from ccattler.engine.facts import derived_instance, parse_service, service_doc
 from ccattler.engine.facts.keys import (
     ADDRESSES,
     DESIRED_GROUPS,
@@ -164,12 +164,12 @@ def _predecessor_not_ready(facts: Mapping[str, Any], service: Any, svc: Mapping[
     return None if previous in ready else previous
 
 
-def built_from(svc: Mapping[str, Any], derived: Mapping[str, Any], rollout: Any) -> Mapping[str, Any]:
+def built_from(svc: Mapping[str, Any], derived: Mapping[str, Any] | None, rollout: Any) -> Mapping[str, Any]:
     """The service document an instance is built from: the rollout document's fields of the
     instance's own spec laid over the service's (engine/rollout), else the service's own. The
     fields win even for the spec being rolled out: right after an apply the service document is
     new while the rollout document is not yet, and an old instance must not be rebuilt meanwhile."""
-    spec = derived.get("spec")
+    spec = derived_instance.spec(derived)
     fields = ((rollout.get("fields") or {}).get(spec) if isinstance(rollout, dict) and spec else None)
     return {**svc, **fields} if isinstance(fields, dict) else svc
 
@@ -198,9 +198,9 @@ def desired_instances(facts: Mapping[str, Any], node: str) -> dict[str, Instance
         svc = facts.get(f"{DESIRED_SERVICES}{service.tenant}/{service.name}")
         if not isinstance(svc, dict):
             continue
-        derived = facts.get(f"{INSTANCES}{service.tenant}/{service.name}/{instance}") or {}
+        derived = facts.get(f"{INSTANCES}{service.tenant}/{service.name}/{instance}")
         svc = built_from(svc, derived, facts.get(f"{ROLLOUTS}{service.tenant}/{service.name}"))
-        resources = derived.get("resources") or service_doc.resources(svc)
+        resources = derived_instance.resources(derived) or service_doc.resources(svc)
         config = service_doc.config(svc)
         env = {**service_doc.env(svc), **(config.get("env") or {})}
         files = tuple(ConfigFile(f["path"], f.get("content") or "") for f in config.get("files") or [])
@@ -210,7 +210,7 @@ def desired_instances(facts: Mapping[str, Any], node: str) -> dict[str, Instance
         group = groups.get(service.full) or svc.get("group")
         spec = InstanceSpec(
             tenant=tenant, name=instance, service=service.full,
-            image=derived.get("image") or svc["image"], command=svc.get("command"),
+            image=derived_instance.image(derived) or svc["image"], command=svc.get("command"),
             env=MappingProxyType({str(k): str(v) for k, v in env.items()}), files=files,
             cpu=int(resources.get("cpu") or 0), memory=int(resources.get("memory") or 0),
             ip=ip_doc.get("ip") if isinstance(ip_doc, dict) and ip_doc.get("node", node) == node else None,

@@ -10,7 +10,7 @@ from typing import Any
 import typer
 
 from ccattler.cli._common import since, until
-from ccattler.engine.facts import display_name
+from ccattler.engine.facts import derived_instance, display_name
 
 Column = tuple[str, Callable[[dict], Any]]
 
@@ -60,7 +60,7 @@ COLUMNS: dict[str, tuple[list[Column], list[Column]]] = {
          ("state", lambda r: r["state"]), ("ready", lambda r: "yes" if r["ready"] else "no"),
          ("health", lambda r: r.get("health")), ("restarts", lambda r: r["restarts"]),
          ("reason", lambda r: _short(r.get("reason")))],
-        [("ip", lambda r: r["ip"]), ("image", lambda r: r["value"].get("image"))],
+        [("ip", lambda r: r["ip"]), ("image", lambda r: derived_instance.image(r["value"]))],
     ),
     "nodes": (
         [("name", _name), ("condition", node_condition), ("instances", lambda r: r["instances"]),

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ccattler.engine.facts import observed_instance, service_doc
+from ccattler.engine.facts import derived_instance, observed_instance, service_doc
 from ccattler.engine.facts.keys import (
     DESIRED_SERVICES,
     INSTANCES,
@@ -34,7 +34,7 @@ def workloads(store: Store, tenant: str | None, tags: dict[str, str]) -> list[di
             continue
         seen = observed.get(f"{t}/{instance}") or {}
         usage = observed_instance.usage(seen)
-        requested = fact.value.get("resources") or service_doc.resources(spec)
+        requested = derived_instance.resources(fact.value) or service_doc.resources(spec)
         rows.append({"tenant": t, "name": instance, "service": f"{t}/{service}", "node": seen.get("node"),
                      "state": seen.get("state", "pending"), "cpu": usage.get("cpu"),
                      "memory": usage.get("memory"), "pids": usage.get("pids"),

@@ -11,7 +11,7 @@ from ccattler.engine.admission.capabilities import object_kind
 from ccattler.engine.admission.vocabulary import committed_instances, effective_quota
 from ccattler.engine.api.errors import BadRequest
 from ccattler.engine.autoscale.effective import effective_service
-from ccattler.engine.facts import DEFAULT_TENANT, NAMESPACED_KINDS, CcaError
+from ccattler.engine.facts import DEFAULT_TENANT, NAMESPACED_KINDS, CcaError, derived_instance
 from ccattler.engine.facts.keys import (
     DERIVED,
     DESIRED,
@@ -89,7 +89,7 @@ def services(store: Store, tenant: str | None, tags: Mapping[str, str]) -> list[
     scheduled: dict[str, int] = {}
     ready: dict[str, int] = {}
     for fact in instances:
-        service, parts = fact.value.get("service", ""), fact.key.split("/")
+        service, parts = derived_instance.service(fact.value) or "", fact.key.split("/")
         scheduled[service] = scheduled.get(service, 0) + 1
         if (running.get(f"{parts[2]}/{parts[4]}") or {}).get("ready"):
             ready[service] = ready.get(service, 0) + 1
@@ -144,7 +144,7 @@ def instances(store: Store, tenant: str | None) -> list[dict[str, Any]]:
         placement = placements.get(f"{t}/{inst}") or {}
         seen = observed.get(f"{t}/{inst}") or {}
         rows.append({"key": fact.key, "name": inst, "tenant": t, "value": fact.value,
-                     "service": fact.value.get("service"), "node": placement.get("node"),
+                     "service": derived_instance.service(fact.value), "node": placement.get("node"),
                      "state": seen.get("state", "pending"), "ip": seen.get("ip"),
                      "restarts": seen.get("restarts", 0), "ready": seen.get("ready", False),
                      "health": seen.get("health"),

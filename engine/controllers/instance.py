@@ -20,7 +20,7 @@ from typing import Any, ClassVar, NamedTuple
 from ccattler.engine.autoscale.effective import effective_service
 from ccattler.engine.controllers.ordered_stop import OBSERVED, StopWindow, ordinal_of, removable, stop_window
 from ccattler.engine.disruption.surge import surge
-from ccattler.engine.facts import ServiceRef, instance_key, service_doc
+from ccattler.engine.facts import ServiceRef, derived_instance, instance_key, service_doc
 from ccattler.engine.facts.keys import DESIRED_SERVICES, DISRUPTIONS, INSTANCES, ROLLOUTS, SCALE
 from ccattler.engine.facts.snapshot import ChangeSet, Snapshot
 
@@ -235,8 +235,8 @@ def _stateless(
     removed: list[str] = [inst.key for inst in evicted]
     taken = {inst.name for inst in evicted}
     for inst in have:
-        if inst.doc.get("ordinal") is None:
-            by_spec[str(inst.doc.get("spec"))].append(inst)
+        if derived_instance.ordinal(inst.doc) is None:
+            by_spec[str(derived_instance.spec(inst.doc))].append(inst)
         else:  # left over from when the service was stateful
             removed.append(inst.key)
     kept_current = 0
@@ -303,7 +303,7 @@ def _stateful(
     for ordinal in range(total):
         name = f"{ref.name}-{ordinal}"
         inst = by_ordinal.get(ordinal)
-        old_spec = str(inst.doc.get("spec")) if inst else None
+        old_spec = str(derived_instance.spec(inst.doc)) if inst else None
         if inst and old_spec != build and kept_old[old_spec] < counts.get(old_spec, 0):
             kept_old[old_spec] += 1
             continue

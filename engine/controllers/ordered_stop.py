@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ccattler.engine.facts import ServiceRef
+from ccattler.engine.facts import ServiceRef, derived_instance
 from ccattler.engine.facts.keys import OBSERVED_INSTANCES, OBSERVED_NODES
 from ccattler.engine.facts.snapshot import Snapshot
 
@@ -36,7 +36,7 @@ def ordinal_of(service: str, name: str, doc: Mapping[str, Any] | None = None) ->
     ordinal = int(text)
     if doc is None:
         return ordinal
-    given = doc.get("ordinal")
+    given = derived_instance.ordinal(doc)
     return ordinal if type(given) is int and given == ordinal else None
 
 

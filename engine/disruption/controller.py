@@ -16,6 +16,7 @@ from typing import Any, ClassVar
 
 from ccattler.engine.disruption.drain import Member, Step, drain_step, rollout_active
 from ccattler.engine.disruption.rebalance import RebalanceOptions, rebalance
+from ccattler.engine.facts import derived_instance
 from ccattler.engine.facts.keys import (
     DESIRED_NODES,
     DESIRED_SERVICES,
@@ -77,7 +78,7 @@ def view(snapshot: Snapshot) -> View:
         node = placements.get(f"{tenant}/{name}")
         pending += node is None
         members[full].append(Member(name, node, is_ready(observed.get(f"{tenant}/{name}"), node),
-                                    doc.get("spec")))
+                                    derived_instance.spec(doc)))
     return View(services, dict(members), placements, conditions, rollouts, pending)
 
 

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ccattler.engine.facts import service_doc
+from ccattler.engine.facts import derived_instance, service_doc
 from ccattler.engine.facts.keys import (
     DESIRED_NODES,
     DESIRED_SERVICES,
@@ -226,9 +226,9 @@ def _node(key: str, observed: Mapping[str, Any], desired: Mapping[str, Any],
 def _instance(key: str, doc: Mapping[str, Any]) -> Instance:
     """The instance as its document says (not yet placed: the caller looks up its placement)."""
     tenant = key[len(INSTANCES):].split("/", 1)[0]
-    resources = doc.get("resources") or {}
+    resources = derived_instance.resources(doc)
     return Instance(
-        tenant, str(doc["name"]), str(doc["service"]), doc.get("ordinal"),
+        tenant, str(doc["name"]), str(doc["service"]), derived_instance.ordinal(doc),
         _fits(int(resources.get("cpu") or 0)), _fits(mib_up(resources.get("memory") or 0)), None, key,
     )
 

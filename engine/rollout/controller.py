@@ -20,6 +20,7 @@ from typing import Any, ClassVar
 from ccattler.engine.autoscale.effective import effective_service
 from ccattler.engine.controllers.instance import SPEC_FIELDS, replica_count, spec_hash
 from ccattler.engine.disruption.controller import is_ready
+from ccattler.engine.facts import derived_instance
 from ccattler.engine.facts.keys import (
     DESIRED_SERVICES,
     INSTANCES,
@@ -90,16 +91,17 @@ class RolloutController:
         settled: dict[str, tuple[tuple[Any, ...], Mapping[str, Any]]] = {}
         for full, service in sorted(services.items()):
             old = rollouts.get(full)
-            inputs = (service, snapshot.get(SCALE + full), old,
-                      tuple(sorted((name, doc.get("spec")) for name, doc in instances.get(full, ()))))
+            specs = tuple(sorted((name, derived_instance.spec(doc)) for name, doc in instances.get(full, ())))
+            inputs = (service, snapshot.get(SCALE + full), old, specs)
             memo = self._settled.get(full)
             if memo is not None and memo[0] == inputs:
                 puts[ROLLOUTS + full] = settled.setdefault(full, memo)[1]
                 continue
             tenant = full.split("/", 1)[0]
             reports = {name: observed.get(f"{tenant}/{name}") for name, _ in instances.get(full, ())}
-            members = [Member(name, doc.get("spec"),
-                              is_ready(reports[name], placements.get(f"{tenant}/{name}")), doc.get("ordinal"))
+            members = [Member(name, derived_instance.spec(doc),
+                              is_ready(reports[name], placements.get(f"{tenant}/{name}")),
+                              derived_instance.ordinal(doc))
                        for name, doc in sorted(instances.get(full, ()), key=lambda item: item[0])]
             doc = rollout(full, service, snapshot.get(SCALE + full),
                           members, reports, old if isinstance(old, Mapping) else None, now)
