@@ -250,8 +250,9 @@ def _exec_on_terminal(admin, command: list[str], resize_after: bytes | None = No
 
 def _until_size(size: str) -> str:
     """Wait (up to 15 s) until the terminal is `size`, then print it: runc sizes the container's
-    terminal just after starting the command, so its very first look may still see 0×0."""
-    return (f'i=0; until [ "$(stty size)" = "{size}" ]; do i=$((i+1)); [ $i -gt 150 ] && exit 9; '
+    terminal just after starting the command, so its first looks may still see 0×0 or fail (their
+    complaints go to /dev/null, not into the output compared)."""
+    return (f'i=0; until [ "$(stty size 2>/dev/null)" = "{size}" ]; do i=$((i+1)); [ $i -gt 150 ] && exit 9; '
             'sleep 0.1; done; stty size')
 
 
