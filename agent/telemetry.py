@@ -18,18 +18,25 @@ from ccattler.engine.facts import CcaError
 class Published:
     """What was last published for one instance, and when."""
 
-    cpu: int  # millicores
+    cpu: int | None  # millicores; None until a second sample gives a rate
     memory: int  # bytes
     pids: int
     at: float
 
     def as_doc(self) -> dict[str, int]:
-        return {"cpu": self.cpu, "memory": self.memory, "pids": self.pids}
+        doc = {"memory": self.memory, "pids": self.pids}
+        if self.cpu is not None:
+            doc["cpu"] = self.cpu
+        return doc
 
 
-def meaningful(old: Published, cpu: int, memory: int, pids: int) -> bool:
-    """A change worth a write: cpu by 50m and 20%, memory by 4 MiB and 10%, or any process count."""
-    cpu_moved = abs(cpu - old.cpu) >= 50 and abs(cpu - old.cpu) >= 0.2 * max(old.cpu, 1)
+def meaningful(old: Published, cpu: int | None, memory: int, pids: int) -> bool:
+    """A change worth a write: cpu by 50m and 20% (or its first rate), memory by 4 MiB and 10%, or
+    any process count."""
+    if old.cpu is None or cpu is None:
+        cpu_moved = cpu != old.cpu
+    else:
+        cpu_moved = abs(cpu - old.cpu) >= 50 and abs(cpu - old.cpu) >= 0.2 * max(old.cpu, 1)
     memory_delta = abs(memory - old.memory)
     memory_moved = memory_delta >= 4 << 20 and memory_delta >= 0.1 * max(old.memory, 1)
     return cpu_moved or memory_moved or pids != old.pids
@@ -62,7 +69,10 @@ class Telemetry:
                 continue
             previous = self._samples.get(name)
             self._samples[name] = (now, usage)
-            cpu = 0  # a rate needs two samples: memory and processes are published at once
+            # A rate needs two samples: memory and processes are published at once, cpu only from
+            # the second (a 0 would read as an idle instance: a vertical scale-down, an HPA
+            # scale-down's missing sample filled wrong).
+            cpu = None
             if previous is not None and now > previous[0]:
                 spent = usage.cpu_seconds - previous[1].cpu_seconds
                 cpu = max(0, round(spent / (now - previous[0]) * 1000))
