@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from ccattler.dsl import quantities as q
 from ccattler.dsl.ast import ListValue, Node
 from ccattler.dsl.compiler.context import Unit
 from ccattler.dsl.limits import MAX_INSTANCES
+from ccattler.engine.facts.service_doc import HORIZONTAL_STABILIZATION, VERTICAL_STABILIZATION
 
 _PROBE_DEFAULTS = {"every": 10_000, "timeout": 1_000, "failure_threshold": 3, "success_threshold": 1,
                    "initial_delay": 0}
@@ -108,13 +111,16 @@ def _horizontal(u: Unit, node: Node | None) -> dict | None:
     events = [{"source": e.key.value, "per_instance": u.read(e.values[0], q.count)}
               for e in node.fields("event")]
     schedules = [_schedule(u, s) for s in node.fields("schedule")]
-    stab = {"scale_up": 0, "scale_down": 300_000}
-    if "stabilization" in f:
-        sf = u.singles(f["stabilization"], "stabilization")
-        stab = {"scale_up": u.value(sf.get("scale_up"), q.duration, 0),
-                "scale_down": u.value(sf.get("scale_down"), q.duration, 300_000)}
     return {"min": low, "max": high, "targets": targets, "events": events, "schedules": schedules,
-            "stabilization": stab}
+            "stabilization": _stabilization(u, f.get("stabilization"), HORIZONTAL_STABILIZATION)}
+
+
+def _stabilization(u: Unit, node: Node | None, defaults: Mapping[str, int]) -> dict[str, int]:
+    """`stabilization { scale_up D  scale_down D }` in milliseconds, each defaulted."""
+    if node is None:
+        return dict(defaults)
+    sf = u.singles(node, "stabilization")
+    return {way: u.value(sf.get(way), q.duration, default) for way, default in defaults.items()}
 
 
 def _schedule(u: Unit, node: Node) -> dict:
@@ -148,4 +154,5 @@ def _vertical(u: Unit, node: Node | None) -> dict | None:
         if low is not None and high is not None and low > high:
             u.error(bounds["min"].values[0].span, "min-max", f"vertical {resource} min is greater than max")
         out[resource] = {"min": low, "max": high}
+    out["stabilization"] = _stabilization(u, f.get("stabilization"), VERTICAL_STABILIZATION)
     return out

@@ -2,17 +2,19 @@
 
 Pure: the `scale.vertical` bounds, the current requests, usage samples `[at_ms, cpu_m, memory_bytes]`
 (any instance), the time and the pending state in; new requests, new state and reasons out. A change
-is applied only when it is ≥ 10 % and has been asked for continuously 60 s (up) or 5 min (down).
+is applied only when it is ≥ 10 % and has been asked for continuously for the block's
+`stabilization` (default 60 s up, 5 min down).
 """
 
 from __future__ import annotations
 
 import math
 
+from ccattler.engine.facts.service_doc import vertical_wait_ms
+
 WINDOW_MS = 300_000
 TARGET = 0.70
 IGNORE_BELOW = 0.10
-UP_AFTER_MS, DOWN_AFTER_MS = 60_000, 300_000
 _INDEX = {"cpu": 1, "memory": 2}
 
 
@@ -46,7 +48,7 @@ def recommend(bounds: dict, requests: dict, samples, now_ms: int, state: dict | 
         pending = state.get(resource)
         if not pending or pending["direction"] != direction:
             pending = state[resource] = {"direction": direction, "since": now_ms}
-        wait = UP_AFTER_MS if direction == "up" else DOWN_AFTER_MS
+        wait = vertical_wait_ms(bounds, direction)
         if now_ms - pending["since"] >= wait or not current:
             out[resource] = target
             state.pop(resource, None)

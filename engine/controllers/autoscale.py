@@ -84,7 +84,9 @@ class AutoscaleController:
             old = scales.get(full)
             if doc != old:
                 puts[SCALE + full] = doc
-        due = [d for full in services if (d := _due(puts.get(SCALE + full) or scales.get(full))) and d > now]
+        due = [d for full, service in services.items()
+               if (d := _due(puts.get(SCALE + full) or scales.get(full), service_doc.vertical(service)))
+               and d > now]
         self._reports = tuple(sorted(f"{OBSERVED_INSTANCES}{full}-" for full in services))
         self._due = min(due) if due else None
         gone = frozenset(SCALE + f for f in scales if f not in services)
@@ -180,9 +182,9 @@ def _vertical(v, service, requests, insts, previous, now_ms) -> dict:
     return out
 
 
-def _due(doc: Any) -> float | None:
+def _due(doc: Any, bounds: Mapping[str, Any]) -> float | None:
     """Unix seconds at which this document's decision may change without a new sample (a little
-    after the boundary: the window's test is strict)."""
+    after the boundary: the window's test is strict); `bounds` the service's vertical block."""
     if not isinstance(doc, Mapping):
         return None
     times = []
@@ -191,8 +193,7 @@ def _due(doc: Any) -> float | None:
         times.append(hold["until"])
     for p in (doc.get("pending") or {}).values():
         if isinstance(p, Mapping) and isinstance(p.get("since"), (int, float)):
-            times.append(p["since"] + (vertical.UP_AFTER_MS if p.get("direction") == "up"
-                                       else vertical.DOWN_AFTER_MS))
+            times.append(p["since"] + service_doc.vertical_wait_ms(bounds, p.get("direction")))
     return (min(times) + 10) / 1000 if times else None
 
 

@@ -53,8 +53,22 @@ def horizontal(doc: Doc) -> Mapping[str, Any]:
 
 
 def vertical(doc: Doc) -> Mapping[str, Any]:
-    """`scale.vertical` (per-resource min/max bounds), `{}` without one."""
+    """`scale.vertical` (per-resource min/max bounds, stabilization), `{}` without one."""
     return scale(doc).get("vertical") or _NO_MAPPING
+
+
+#: Milliseconds a recommendation must stand before it applies when `stabilization` omits one:
+#: horizontal as the HPA (up at once, down after 5 minutes); vertical 60 s up, 5 minutes down.
+HORIZONTAL_STABILIZATION: Mapping[str, int] = FrozenDict(scale_up=0, scale_down=300_000)
+VERTICAL_STABILIZATION: Mapping[str, int] = FrozenDict(scale_up=60_000, scale_down=300_000)
+
+
+def vertical_wait_ms(bounds: Mapping[str, Any] | None, direction: str) -> int:
+    """How long a vertical change `up` or `down` must be asked for before it applies (a document
+    stored before `vertical.stabilization` existed has the defaults)."""
+    way = "scale_up" if direction == "up" else "scale_down"
+    value = ((bounds or {}).get("stabilization") or {}).get(way)
+    return value if isinstance(value, int) else VERTICAL_STABILIZATION[way]
 
 
 def placement(doc: Doc) -> Mapping[str, Any]:

@@ -73,6 +73,22 @@ def test_vertical_waits_then_applies():
     assert [r["vertical"]["cpu_m"] for r in rows] == [500, 500, 1000]
 
 
+def test_vertical_stabilization_sets_the_waits():
+    """`vertical { stabilization { scale_up 10s  scale_down 20s } }`: up after 10 s, down after 20 s
+    (the defaults 60 s / 5 min are in the test above)."""
+    vert = "vertical { cpu { min 100m max 2 }  stabilization { scale_up 10s  scale_down 20s } }"
+    steps = [{"at": f"{s}s", "instances": [{"name": "a", "cpu_usage_m": 700}]} for s in (0, 5, 10)]
+    rows = replay.run({"service": SERVICE % vert, "start": "2026-01-05T09:00:00Z", "steps": steps})
+    assert [r["vertical"]["cpu_m"] for r in rows] == [500, 500, 1000]
+    bounds = {"cpu": {"min": 100, "max": 2000}, "stabilization": {"scale_up": 10_000, "scale_down": 20_000}}
+    idle = [[0, 140, None]]
+    out, state, _, _ = vertical.recommend(bounds, {"cpu": 1000}, idle, 0, {})
+    out, state, _, _ = vertical.recommend(bounds, {"cpu": 1000}, idle, 19_999, state)
+    assert out == {"cpu": 1000}
+    out, state, _, _ = vertical.recommend(bounds, {"cpu": 1000}, idle, 20_000, state)
+    assert out == {"cpu": 200} and state == {}
+
+
 def test_vertical_ignores_small_changes_and_clamps():
     bounds = {"cpu": {"min": 100, "max": 800}}
     out, state, _, _ = vertical.recommend(bounds, {"cpu": 1000}, [[0, 720, None]], 0, {})
