@@ -2,15 +2,19 @@
 from the runtime (cgroups for runc) at a modest rate and published inside each instance's observed
 document as `usage` — only when it changed meaningfully or has not been refreshed for `refresh`
 seconds, so a busy node does not rewrite its documents every tick (the reporter sends only changed
-documents)."""
+documents). Beside the current values, `cpu_p95`/`memory_p95` are the instance's P95 over the
+vertical autoscaler's window (engine/autoscale/vertical.py): the window lives here, where the
+samples are, so the store holds one slowly moving value per instance instead of every sample."""
 
 from __future__ import annotations
 
 import time
+from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from ccattler.agent.runtime.base import Runtime, Usage
+from ccattler.engine.autoscale.vertical import WINDOW_MS, p95
 from ccattler.engine.facts import CcaError
 
 
@@ -21,34 +25,46 @@ class Published:
     cpu: int | None  # millicores; None until a second sample gives a rate
     memory: int  # bytes
     pids: int
+    cpu_p95: int | None  # over the window's samples (None: no rate yet)
+    memory_p95: int
     at: float
 
     def as_doc(self) -> dict[str, int]:
-        doc = {"memory": self.memory, "pids": self.pids}
+        doc = {"memory": self.memory, "pids": self.pids, "memory_p95": self.memory_p95}
         if self.cpu is not None:
             doc["cpu"] = self.cpu
+        if self.cpu_p95 is not None:
+            doc["cpu_p95"] = self.cpu_p95
         return doc
 
 
-def meaningful(old: Published, cpu: int | None, memory: int, pids: int) -> bool:
-    """A change worth a write: cpu by 50m and 20% (or its first rate), memory by 4 MiB and 10%, or
-    any process count."""
-    if old.cpu is None or cpu is None:
-        cpu_moved = cpu != old.cpu
-    else:
-        cpu_moved = abs(cpu - old.cpu) >= 50 and abs(cpu - old.cpu) >= 0.2 * max(old.cpu, 1)
-    memory_delta = abs(memory - old.memory)
-    memory_moved = memory_delta >= 4 << 20 and memory_delta >= 0.1 * max(old.memory, 1)
-    return cpu_moved or memory_moved or pids != old.pids
+def _cpu_moved(old: int | None, new: int | None) -> bool:
+    if old is None or new is None:
+        return new != old
+    return abs(new - old) >= 50 and abs(new - old) >= 0.2 * max(old, 1)
+
+
+def _memory_moved(old: int, new: int) -> bool:
+    return abs(new - old) >= 4 << 20 and abs(new - old) >= 0.1 * max(old, 1)
+
+
+def meaningful(old: Published, new: Published) -> bool:
+    """A change worth a write: cpu (or its P95) by 50m and 20% (or its first rate), memory (or its
+    P95) by 4 MiB and 10%, or any process count."""
+    return (_cpu_moved(old.cpu, new.cpu) or _cpu_moved(old.cpu_p95, new.cpu_p95)
+            or _memory_moved(old.memory, new.memory) or _memory_moved(old.memory_p95, new.memory_p95)
+            or new.pids != old.pids)
 
 
 class Telemetry:
     """Samples every `interval` seconds; `usage(name)` is the published value (or None)."""
 
     def __init__(self, runtime: Runtime, *, interval: float = 10.0, refresh: float = 60.0,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 window: float = WINDOW_MS / 1000, clock: Callable[[], float] = time.monotonic) -> None:
         self.runtime, self.interval, self.refresh, self.clock = runtime, interval, refresh, clock
+        self.window = window
         self._samples: dict[str, tuple[float, Usage]] = {}
+        self._windows: dict[str, deque[tuple[float, int | None, int]]] = {}  # (at, cpu, memory)
         self._published: dict[str, Published] = {}
         self._next = 0.0
 
@@ -58,6 +74,7 @@ class Telemetry:
         running = set(running)
         for name in set(self._samples) - running:
             self._samples.pop(name, None)
+            self._windows.pop(name, None)
             self._published.pop(name, None)
         if now < self._next:
             return
@@ -76,10 +93,16 @@ class Telemetry:
             if previous is not None and now > previous[0]:
                 spent = usage.cpu_seconds - previous[1].cpu_seconds
                 cpu = max(0, round(spent / (now - previous[0]) * 1000))
+            window = self._windows.setdefault(name, deque())
+            window.append((now, cpu, usage.memory_bytes))
+            while window[0][0] <= now - self.window:
+                window.popleft()
+            cpus = [c for _, c, _ in window if c is not None]
+            new = Published(cpu, usage.memory_bytes, usage.pids, p95(cpus) if cpus else None,
+                            p95([m for _, _, m in window]), now)
             old = self._published.get(name)
-            if old is None or now - old.at >= self.refresh or meaningful(old, cpu, usage.memory_bytes,
-                                                                         usage.pids):
-                self._published[name] = Published(cpu, usage.memory_bytes, usage.pids, now)
+            if old is None or now - old.at >= self.refresh or meaningful(old, new):
+                self._published[name] = new
 
     def usage(self, name: str) -> dict[str, int] | None:
         published = self._published.get(name)

@@ -147,7 +147,8 @@ def run(data, tz: str = "UTC") -> list[dict]:
     h, v = doc["scale"].get("horizontal"), doc["scale"].get("vertical")
     current, history = plan["instances"], []
     requests = dict(service_doc.resources(doc))
-    usage, vstate, out = [], {}, []
+    windows: dict[str, list[tuple]] = {}  # instance → its (at, cpu, memory) samples in the window
+    vstate, out = {}, []
     for at, insts, events in plan["steps"]:
         now = plan["start"] + at
         row = {"at": _at(at)}
@@ -158,15 +159,23 @@ def run(data, tz: str = "UTC") -> list[dict]:
         else:
             row.update(recommended=current, desired=current, term="none", reasons=[])
         if v:
-            usage += [[now, i.samples.get("cpu"), i.samples.get("memory")] for i in insts
-                      if i.state == calc.RUNNING]
-            usage = [s for s in usage if s[0] > now - vertical.WINDOW_MS]
+            running = [i for i in insts if i.state == calc.RUNNING]
+            for i in running:  # each instance's own window, as its agent keeps it (agent/telemetry.py)
+                seen = windows.setdefault(i.name, [])
+                seen.append((now, i.samples.get("cpu"), i.samples.get("memory")))
+                seen[:] = [s for s in seen if s[0] > now - vertical.WINDOW_MS]
+            usage = [[now, *(_window_p95(windows[i.name], k) for k in (1, 2))] for i in running]
             requests, vstate, reasons, _ = vertical.recommend(v, requests, usage, now, vstate)
             row["reasons"] = row["reasons"] + reasons
             row["vertical"] = {"cpu_m": requests.get("cpu"),
                                "memory_mi": (requests.get("memory") or 0) // MI or None}
         out.append(row)
     return out
+
+
+def _window_p95(samples: list[tuple], index: int) -> float | None:
+    values = [s[index] for s in samples if s[index] is not None]
+    return vertical.p95(values) if values else None
 
 
 def _at(ms: int) -> str:

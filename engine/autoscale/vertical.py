@@ -1,7 +1,8 @@
 """Vertical recommendations: requests from the P95 of usage over a window, at 70 % utilisation.
 
 Pure: the `scale.vertical` bounds, the current requests, usage samples `[at_ms, cpu_m, memory_bytes]`
-(any instance), the time and the pending state in; new requests, new state and reasons out. A change
+(one per running instance: its own P95 over `WINDOW_MS`, kept by its agent, agent/telemetry.py, or
+by replay), the time and the pending state in; new requests, new state and reasons out. A change
 is applied only when it is ≥ 10 % and has been asked for continuously for the block's
 `stabilization` (default 60 s up, 5 min down).
 """

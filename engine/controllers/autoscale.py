@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 
 from ccattler.engine.autoscale import calc, horizontal, vertical
 from ccattler.engine.autoscale.effective import vertical_requests
-from ccattler.engine.facts import service_doc
+from ccattler.engine.facts import observed_instance, service_doc
 from ccattler.engine.facts.keys import DESIRED_SERVICES, INSTANCES, METRICS, OBSERVED_INSTANCES, SCALE
 from ccattler.engine.facts.snapshot import ChangeSet, Snapshot
 
@@ -100,8 +100,8 @@ class AutoscaleController:
                  for name, by_src in metrics.items()}
         previous = previous if isinstance(previous, Mapping) else None
         requests = vertical_requests(service, previous) or dict(service_doc.resources(service))
-        insts = [self._instance(name, snapshot.get(f"{OBSERVED_INSTANCES}{tenant}/{name}"), requests, fresh)
-                 for name in names]
+        observed = {name: snapshot.get(f"{OBSERVED_INSTANCES}{tenant}/{name}") for name in names}
+        insts = [self._instance(name, observed[name], requests, fresh) for name in names]
         insts = _share_totals(insts, fresh, set(names))
         doc: dict[str, Any] = {"service": full}
         h = service_doc.horizontal(service)
@@ -109,7 +109,8 @@ class AutoscaleController:
             doc.update(self._horizontal(h, service, insts, fresh, previous, now_ms))
         v = service_doc.vertical(service)
         if v:
-            doc.update(_vertical(v, service, requests, insts, previous, now_ms))
+            doc.update(_vertical(v, service, requests, _window_usage(insts, observed, now_ms), previous,
+                                 now_ms))
         if previous and _same_decision(previous, doc):
             return previous  # only the last run's last_at moved: no write (see _same_decision)
         doc["at"] = now_ms
@@ -160,14 +161,25 @@ class AutoscaleController:
                              ready=bool(observed.get("ready")), requests=requests, samples=samples)
 
 
-def _vertical(v, service, requests, insts, previous, now_ms) -> dict:
+def _window_usage(insts, observed, now_ms) -> list[list]:
+    """`[now, cpu, memory]` per running instance for the vertical P95: each instance's P95 over the
+    window as its agent publishes it (`cpu_p95`, `memory_p95`, agent/telemetry.py), else its
+    current sample."""
+    rows = []
+    for i in insts:
+        if i.state != calc.RUNNING:
+            continue
+        usage = observed_instance.usage(observed.get(i.name))
+        rows.append([now_ms] + [usage.get(f"{k}_p95", i.samples.get(k)) for k in ("cpu", "memory")])
+    return rows
+
+
+def _vertical(v, service, requests, usage, previous, now_ms) -> dict:
     """The vertical part: the requests applied (`requests`, computed from the user's `base`
-    resources), the change waiting out its 60 s / 5 min (`pending`), the P95s (`vertical`) and the
+    resources), the change waiting out its stabilization (`pending`), the P95s (`vertical`) and the
     last applied change (`vertical_event`). A changed `requests` changes the effective service's
     spec, so the rollout controller rolls it out within the update and disruption budgets."""
     base = dict(service_doc.resources(service))
-    usage = [[now_ms, i.samples.get("cpu"), i.samples.get("memory")]
-             for i in insts if i.state == calc.RUNNING]
     ours = previous if previous and previous.get("base") == base else {}  # a new apply starts over
     new, pending, reasons, detail = vertical.recommend(v, requests, usage, now_ms, ours.get("pending"))
     out = {"vertical": detail, "base": base, "pending": pending or None,

@@ -16,11 +16,14 @@ Doc = Mapping[str, Any] | None
 
 
 class Usage(TypedDict, total=False):
-    """What a running instance uses: cpu in millicores, memory in bytes, pids."""
+    """What a running instance uses: cpu in millicores (absent until the agent has two samples),
+    memory in bytes, pids, and the P95 of cpu and memory over the vertical window."""
 
     cpu: int
     memory: int
     pids: int
+    cpu_p95: int
+    memory_p95: int
 
 
 def usage(doc: Doc) -> Usage:

@@ -130,3 +130,16 @@ def test_only_reports_of_autoscaled_services_wake_it():
     assert c.wakes_on("observed/instance/default/db-0")
     c.reconcile(world(2, cpu=250), T0 + 15)
     assert not c.wakes_on("observed/instance/default/db-0")
+
+
+def test_vertical_uses_each_instances_window_p95_before_its_current_sample():
+    """The agents publish each instance's P95 over the window (`cpu_p95`): a burst a minute ago
+    still counts although the instances are quiet now; without it, the current sample is used."""
+    src = ('service web { image "nginx" instances 2 resources { cpu 100m memory 64Mi } '
+           'scale { vertical { cpu { min 50m max 1 } stabilization { scale_up 0s } } } }')
+    facts = dict(compile_sources([Source("w.cca", src)]))
+    for i, usage in enumerate(({"cpu": 20, "cpu_p95": 350, "memory": 1}, {"cpu": 20, "memory": 1})):
+        facts[f"derived/instance/default/web/web-{i}"] = {"service": "default/web", "name": f"web-{i}"}
+        facts[f"observed/instance/default/web-{i}"] = {"state": "running", "ready": True, "usage": usage}
+    doc = decide(AutoscaleController(), Snapshot(1, MappingProxyType(facts)), T0)
+    assert doc["vertical"]["cpu"]["p95"] == 350 and doc["requests"] == {"cpu": 500}, doc
