@@ -216,3 +216,32 @@ def test_a_group_with_a_stateful_member_re_places_its_seat_whole():
     assert set(sim.instances("b")) == {"b-0", "b-1", "b-2"}  # same names: re-placed, not replaced
     assert sim.condition(source) == "drained"
     assert all(where != source for where, _ in sim.instances().values())
+
+
+def test_the_instance_controller_creates_and_removes_a_seats_members_in_one_commit():
+    from ccattler.engine.controllers.instance import InstanceController
+
+    base = snapshot(Case(a_fields=AT_FLOOR, b_fields=AT_FLOOR))
+    values = dict(base.values)
+    for member in ("a", "b"):  # the instances as the instance controller names them
+        for key in [k for k in values if k.startswith(f"derived/instance/default/{member}/")]:
+            del values[key]
+    first = InstanceController().reconcile(Snapshot(1, MappingProxyType(values)), NOW)
+    values.update(first.puts)
+    surge = {"extra": 1, "remove": [], "move": {}}
+    for member in ("a", "b"):
+        values[f"derived/disruption/default/{member}"] = surge
+    changes = InstanceController().reconcile(Snapshot(2, MappingProxyType(values)), NOW)
+    created = {k for k in changes.puts if k not in values}
+    assert {k.split("/")[3] for k in created} == {"a", "b"} and len(created) == 2
+    assert any(created <= group for group in changes.groups)
+    values.update(changes.puts)
+    old = sorted(k for k in first.puts if k.startswith("derived/instance/"))
+    gone = [next(k for k in old if f"/{m}/" in k) for m in ("a", "b")]
+    for key in gone:
+        member = key.split("/")[3]
+        values[f"derived/disruption/default/{member}"] = {"extra": 0, "remove": [key.rsplit("/", 1)[1]],
+                                                          "move": {}}
+    changes = InstanceController().reconcile(Snapshot(3, MappingProxyType(values)), NOW)
+    assert changes.deletes == frozenset(gone)
+    assert any(set(gone) <= group for group in changes.groups)
