@@ -12,7 +12,7 @@ budget allows: each ready instance in the seat takes one from its member's allow
 group's budget is the least of its members' (engine/disruption/group_moves.py, as rebalancing
 does). A member mid-rollout, or without a service document, holds the whole group. A group with a
 stateful member re-places one seat at a time instead (`move`, every member to anywhere; placement
-places the seat again as a unit or leaves it where it is), within the same budget.
+places the seat again as a unit), within the same budget, once a schedulable node has room for it.
 
 When a seat cannot leave yet the drain says why with the rebalancer's reason codes (worded by
 engine/disruption/explain.py): `member_rollout`, `member_missing`, `member_budget` (a member at its
@@ -92,6 +92,13 @@ def group_step(names: Sequence[str], slots: Sequence[Slot], v: View, draining: s
             remove[inst.service].append(inst.name)
             step.moving.append((inst.service, inst.name))
     if stateful:
+        if step.moving and (blocked := room()) is not None:  # the seat would stay where it is
+            moving = set(step.moving)
+            for full in names:
+                remove[full] = [n for n in remove[full] if (full, n) not in moving]
+            left.insert(0, (next(s for s in seats if (s.instances[0].service, s.instances[0].name) in moving),
+                            blocked))
+            step.moving.clear()
         moves = {full: {name: None for name in remove[full]} for full in names}
         for full in names:
             if moves[full]:

@@ -245,3 +245,18 @@ def test_the_instance_controller_creates_and_removes_a_seats_members_in_one_comm
     changes = InstanceController().reconcile(Snapshot(3, MappingProxyType(values)), NOW)
     assert changes.deletes == frozenset(gone)
     assert any(set(gone) <= group for group in changes.groups)
+
+
+def test_a_stateful_groups_seat_without_room_waits_with_no_target():
+    sim = Sim({"n1": 1500, "n2": 1500},
+              service("a", instances=2, group="default/g", resources=RESOURCES),
+              service("b", instances=2, group="default/g", resources=RESOURCES, stateful=True),
+              rebalance=RebalanceOptions(enabled=False))
+    sim.settle(3)
+    before = sim.instances()
+    source = sim.instances("b")["b-0"][0]
+    drain(sim, source, ticks=4)
+    assert sim.instances() == before
+    doc = sim.world.values[f"derived/drain/{source}"]
+    assert [b["code"] for b in doc["blocked"]] == ["no_target"] and doc["moving"] == []
+    assert not any(k.startswith("derived/disruption/") for k in sim.world.values)
