@@ -3,8 +3,9 @@
 Reads the services, instances, placements, agents' instance reports, node conditions and rollout
 documents; writes `derived/disruption/<tenant>/<service>` (surge, removals, moves: read by the
 instance and placement controllers), `derived/drain/<node>` (what a draining node waits for) and
-`derived/rebalance` (the last rebalancing cycle and when instances last moved). Pure: time is the
-`now` the runner passes. docs/controllers.md has the rules.
+`derived/rebalance` (the last rebalancing cycle and when instances last moved). A service group's
+members drain seat by seat (group_drain.py), the others service by service (drain.py). Pure: time
+is the `now` the runner passes. docs/controllers.md has the rules.
 """
 
 from __future__ import annotations
