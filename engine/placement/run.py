@@ -119,16 +119,22 @@ def slots_of(cluster: Cluster, members: Mapping[str, list[str]]) -> dict[str, li
             slots[unit] = [Slot((i,), i.node) for i in by_service[names[0]]]
             continue
         lists = [sorted(by_service[n], key=_replica_order) for n in names]
+        per_node: list[dict[str | None, list[Instance]]] = []
+        for lst in lists:
+            buckets: dict[str | None, list[Instance]] = defaultdict(list)
+            for inst in lst:
+                buckets[inst.node].append(inst)
+            per_node.append(buckets)
         unit_slots = []
         rest: list[list[Instance]] = [[] for _ in names]
-        for node in sorted({i.node for lst in lists for i in lst if i.node is not None}):
-            here = [[i for i in lst if i.node == node] for lst in lists]
+        for node in sorted({n for buckets in per_node for n in buckets if n is not None}):
+            here = [buckets.get(node, []) for buckets in per_node]
             whole = min(len(h) for h in here)
             unit_slots.extend(Slot(tuple(h[index] for h in here), node) for index in range(whole))
             for left, h in zip(rest, here, strict=True):
                 left.extend(h[whole:])
-        for left, lst in zip(rest, lists, strict=True):
-            left.extend(i for i in lst if i.node is None)
+        for left, buckets in zip(rest, per_node, strict=True):
+            left.extend(buckets.get(None, []))
         width = max((len(x) for x in rest), default=0)
         for index in range(width):
             insts = tuple(lst[index] for lst in rest if index < len(lst))
