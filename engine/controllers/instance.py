@@ -156,6 +156,9 @@ class InstanceController:
         groups: list[frozenset[str]] = []
         settled: dict[str, tuple[Any, ...]] = {}
         waiting: set[str] = set()
+        # group → the keys a drain creates (its surge) and removes of the group's members: one
+        # commit, so a seat's members appear (and go) together (engine/disruption/group_drain.py)
+        seats: dict[str, list[str]] = defaultdict(list)
         for full in sorted(services.keys() | existing.keys()):
             service = services.get(full)
             have = existing.get(full, [])
@@ -190,9 +193,12 @@ class InstanceController:
             if service.get("stateful"):
                 _stateful(ref, service, rollout, have, window, puts, deletes)
             else:
-                _stateless(ref, service, rollout, have, puts, deletes, groups, disruption)
+                drained = _stateless(ref, service, rollout, have, puts, deletes, groups, disruption)
+                if drained and isinstance(service.get("group"), str):
+                    seats[service["group"]].extend(drained)
             if len(puts) + len(deletes) == changes_before:
                 settled[full] = inputs
+        groups.extend(frozenset(keys) for _, keys in sorted(seats.items()) if len(keys) > 1)
         self._settled = settled
         self._waiting = frozenset(waiting)  # set before the commit: the reports it waits on come after
         return ChangeSet(puts=puts, deletes=frozenset(deletes), groups=tuple(groups))
@@ -224,7 +230,8 @@ def _stateless(
     deletes: set[str],
     groups: list[frozenset[str]],
     disruption: Mapping[str, Any] | None = None,
-) -> None:
+) -> list[str]:
+    """Returns the keys a drain's document created (surge) or removed."""
     spec = spec_hash(service)
     counts = rollout_counts(service, spec, rollout)
     build, source = rollout_build(service, spec, rollout)
@@ -271,6 +278,7 @@ def _stateless(
     for old, new in zip(removed, created, strict=False):
         groups.append(frozenset((old, new)))
     deletes.update(removed)
+    return [*created, *(inst.key for inst in evicted)] if isinstance(disruption, Mapping) else []
 
 
 def _stateful(

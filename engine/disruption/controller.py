@@ -3,8 +3,9 @@
 Reads the services, instances, placements, agents' instance reports, node conditions and rollout
 documents; writes `derived/disruption/<tenant>/<service>` (surge, removals, moves: read by the
 instance and placement controllers), `derived/drain/<node>` (what a draining node waits for) and
-`derived/rebalance` (the last rebalancing cycle and when instances last moved). Pure: time is the
-`now` the runner passes. docs/controllers.md has the rules.
+`derived/rebalance` (the last rebalancing cycle and when instances last moved). A service group's
+members drain seat by seat (group_drain.py), the others service by service (drain.py). Pure: time
+is the `now` the runner passes. docs/controllers.md has the rules.
 """
 
 from __future__ import annotations
@@ -15,6 +16,9 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from ccattler.engine.disruption.drain import Member, Step, drain_step, rollout_active
+from ccattler.engine.disruption.explain import why_blocked
+from ccattler.engine.disruption.group_drain import GroupStep, group_step
+from ccattler.engine.disruption.group_moves import blocked_entry, group_units, no_target, roomy_targets
 from ccattler.engine.disruption.rebalance import RebalanceOptions, rebalance
 from ccattler.engine.facts import derived_instance
 from ccattler.engine.facts.keys import (
@@ -32,6 +36,9 @@ from ccattler.engine.facts.keys import (
     display_name,
 )
 from ccattler.engine.facts.snapshot import ChangeSet, Snapshot
+from ccattler.engine.placement.model import GROUP_PREFIX, Cluster
+from ccattler.engine.placement.rebalance import kept_reasons
+from ccattler.engine.placement.run import slots_of
 
 DRAINING = frozenset({"draining", "drained"})
 
@@ -115,10 +122,13 @@ class DisruptionController:
         v = view(snapshot)
         draining = {n for n, c in v.conditions.items() if c in DRAINING}
         steps: dict[str, Step] = {}
+        groups, grouped = _group_steps(snapshot, v, draining)
+        for unit, gs in groups.items():
+            steps.update(_member_steps(unit, gs))
         for full in sorted(v.members):
             service = v.services.get(full)
-            if service is None:
-                continue
+            if service is None or full in grouped:
+                continue  # a group's members drain as seats (group_drain.py)
             tenant, name = full.split("/", 1)
             step = drain_step(display_name(tenant, name), service, v.members[full], draining,
                               v.rollouts.get(full))
@@ -137,7 +147,7 @@ class DisruptionController:
         for full, doc in wanted.items():
             puts[DISRUPTIONS + full] = doc
         for node in sorted(draining):
-            puts[DRAINS + node] = _drain_document(node, steps, v)
+            puts[DRAINS + node] = _drain_document(node, steps, v, groups)
         if record is not None:
             puts[REBALANCE] = record
         deletes = {k for k, _ in snapshot.under(DISRUPTIONS) if k[len(DISRUPTIONS):] not in wanted}
@@ -147,16 +157,62 @@ class DisruptionController:
             frozenset(DISRUPTIONS + m["service"] for m in move["members"])
             for move in (record or {}).get("moves") or () if "members" in move
             if all(DISRUPTIONS + m["service"] in puts for m in move["members"]))
+        together += tuple(  # so do those of a group's drain: a seat surges and goes as one
+            frozenset(DISRUPTIONS + full for full in gs.docs) for gs in groups.values() if len(gs.docs) > 1)
         return ChangeSet(puts, frozenset(deletes), together)
 
 
-def _drain_document(node: str, steps: Mapping[str, Step], v: View) -> dict[str, Any]:
+def _group_steps(snapshot: Snapshot, v: View, draining: set[str]) -> tuple[dict[str, GroupStep], set[str]]:
+    """(group unit → its drain step, the member services drained as seats). The cluster model is
+    built only when a member of some group has an instance on a draining node."""
+    if not any(m.node in draining for full, service in v.services.items() if service.get("group")
+               for m in v.members.get(full, ())):
+        return {}, set()
+    cluster = Cluster.from_snapshot(snapshot)
+    units = group_units(cluster)
+    out: dict[str, GroupStep] = {}
+    for unit, slots in sorted(slots_of(cluster, units).items()):
+        step = group_step(units[unit], slots, v, draining, lambda unit=unit: _room(cluster, unit))
+        if step is not None:
+            out[unit] = step
+    return out, {full for names in units.values() for full in names}
+
+
+def _room(cluster: Cluster, unit: str) -> dict[str, Any] | None:
+    """None when a schedulable node has room for one more seat of `unit` (its members' summed
+    requests, every hard constraint: rules/placement.lp part `why`), else the reason `no_target`."""
+    rejects = kept_reasons(cluster, unit)
+    ready = [n for n, node in sorted(cluster.nodes.items()) if node.condition == "ready"]
+    if roomy_targets(rejects, ready):
+        return None
+    return no_target(rejects, sorted(cluster.nodes))
+
+
+def _member_steps(unit: str, gs: GroupStep) -> dict[str, Step]:
+    """A group's step as one `Step` per member: its document, and the group's waits worded."""
+    label = unit[len(GROUP_PREFIX):]
+    waits = {node: f"group {label}: {why_blocked(reason)}" for node, reason in gs.waits.items()}
+    out = {}
+    for full in gs.names:
+        doc = gs.docs.get(full) or {}
+        out[full] = Step(doc.get("extra", 0), tuple(doc.get("remove") or ()), doc.get("move") or {}, waits,
+                         tuple(name for f, name in gs.moving if f == full))
+    return out
+
+
+def _drain_document(node: str, steps: Mapping[str, Step], v: View,
+                    groups: Mapping[str, GroupStep] | None = None) -> dict[str, Any]:
     waits = sorted({step.waits[node] for step in steps.values() if node in step.waits})
     left = sum(1 for members in v.members.values() for m in members if m.node == node)
     moving = sorted(display_name(full.split("/", 1)[0], name) for full, step in steps.items()
                     for name in step.moving if any(m.name == name and m.node == node
                                                    for m in v.members[full]))
-    return {"node": node, "instances": left, "waits": waits, "moving": moving}
+    doc: dict[str, Any] = {"node": node, "instances": left, "waits": waits, "moving": moving}
+    blocked = [blocked_entry(unit, gs.names, node, gs.waits[node])
+               for unit, gs in sorted((groups or {}).items()) if node in gs.waits]
+    if blocked:
+        doc["blocked"] = blocked  # why a group's seat waits there, as reason codes (group_drain.py)
+    return doc
 
 
 __all__ = ["DisruptionController", "View", "is_ready", "rollout_active", "view"]

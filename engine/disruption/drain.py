@@ -8,6 +8,8 @@ service with `min_available 1` moves once its replacement is ready. Stateful ins
 names: one at a time, within the budget, is re-placed (`move` to any node the placement program
 finds; it stays where it is when none has room). A service in the middle of a rollout is not
 touched: the drain waits until the rollout has finished, so the two never spend one budget twice.
+The members of a service group are not drained here, one service at a time: their seats leave a
+draining node as one unit (group_drain.py).
 """
 
 from __future__ import annotations

@@ -50,6 +50,7 @@ _WHY: dict[str, Callable[[Mapping[str, Any]], str]] = {
     "member_missing": lambda a: f"member {a.get('member')} has no service document",
     "member_not_ready": lambda a: f"instance {a.get('instance')} is not ready",
     "moved_recently": lambda a: f"instance {a.get('instance')} moved within the cooldown",
+    "one_seat_at_a_time": lambda a: "a stateful member: one seat at a time",
     "split": lambda a: f"its members are not all on the node ({', '.join(a.get('instances') or ())})",
     "no_target": _targets,
     "not_worth_it": lambda a: (f"room on {', '.join(a.get('targets') or ())}, but the combined gain "

@@ -57,7 +57,7 @@ class GroupCandidates:
 
 
 def group_candidates(cluster: Cluster, v: View, source: str, recent: Mapping[str, float]) -> GroupCandidates:
-    units = {u: names for u, names in cluster.units().items() if u.startswith(GROUP_PREFIX)}
+    units = group_units(cluster)
     out = GroupCandidates()
     if not units:
         return out
@@ -80,7 +80,7 @@ def group_candidates(cluster: Cluster, v: View, source: str, recent: Mapping[str
                 first = why
         if seats:
             out.seats[unit] = seats
-            out.budgets[unit] = min(budget.disruptions_allowed(v.services[s], _ready(v, s)) for s in names)
+            out.budgets[unit] = group_budget(names, v)
         elif first is not None:
             out.blocked[unit] = first
     return out
@@ -90,19 +90,47 @@ def _ready(v: View, full: str) -> int:
     return sum(m.ready for m in v.members.get(full, ()))
 
 
-def _group_reason(names: Sequence[str], v: View) -> dict[str, Any] | None:
-    """Why no seat of the group may move, whatever the seat: a member's rollout or budget."""
+def group_units(cluster: Cluster) -> dict[str, list[str]]:
+    """Group unit → its member services (full names, sorted)."""
+    return {u: names for u, names in cluster.units().items() if u.startswith(GROUP_PREFIX)}
+
+
+def allowances(names: Sequence[str], v: View) -> dict[str, int]:
+    """Member → how many of its ready instances may go now (its own budget, budget.py)."""
+    return {full: budget.disruptions_allowed(v.services[full], _ready(v, full)) for full in names}
+
+
+def group_budget(names: Sequence[str], v: View) -> int:
+    """Seats that may go now: every seat takes one instance of every member, so the least of the
+    members' allowances."""
+    return min(allowances(names, v).values(), default=0)
+
+
+def group_hold(names: Sequence[str], v: View) -> dict[str, Any] | None:
+    """Why nothing of the group may be disrupted at all: a member without a service document, or
+    a member mid-rollout (it holds the whole group: two disruptions never spend one budget)."""
     for full in names:
         if full not in v.services:
             return {"code": "member_missing", "args": {"member": full}}
         if rollout_active(v.rollouts.get(full), v.members.get(full, ())):
             return {"code": "member_rollout", "args": {"member": full}}
-    for full in names:
-        ready = _ready(v, full)
-        if budget.disruptions_allowed(v.services[full], ready) <= 0:
-            return {"code": "member_budget",
-                    "args": {"member": full, "floor": budget.floor(v.services[full]), "ready": ready}}
     return None
+
+
+def member_budget(full: str, v: View) -> dict[str, Any]:
+    """The reason `member_budget` of one member."""
+    return {"code": "member_budget",
+            "args": {"member": full, "floor": budget.floor(v.services[full]), "ready": _ready(v, full)}}
+
+
+def _group_reason(names: Sequence[str], v: View) -> dict[str, Any] | None:
+    """Why no seat of the group may move, whatever the seat: a member's rollout or budget."""
+    hold = group_hold(names, v)
+    if hold is not None:
+        return hold
+    allowed = allowances(names, v)
+    short = next((full for full in names if allowed[full] <= 0), None)
+    return None if short is None else member_budget(short, v)
 
 
 def _seat_reason(slot: Slot, names: Sequence[str], source: str, ready: Mapping[tuple[str, str], bool],
@@ -120,12 +148,21 @@ def _seat_reason(slot: Slot, names: Sequence[str], source: str, ready: Mapping[t
 
 def kept_reason(rejects: Sequence[Reject], targets: Sequence[str]) -> dict[str, Any]:
     """Why the re-solve kept a movable seat, from part `why`'s per-node reasons on the targets."""
-    on_targets = [r for r in rejects if str(r.target) in targets]
-    roomy = sorted({str(r.target) for r in on_targets if str(r.code) in HAS_ROOM})
+    roomy = roomy_targets(rejects, targets)
     if roomy:
         return {"code": "not_worth_it", "args": {"targets": roomy}}
+    return no_target(rejects, targets)
+
+
+def roomy_targets(rejects: Sequence[Reject], targets: Sequence[str]) -> list[str]:
+    """The targets where part `why` finds room for one more seat (hard constraints hold there)."""
+    return sorted({str(r.target) for r in rejects if str(r.target) in targets and str(r.code) in HAS_ROOM})
+
+
+def no_target(rejects: Sequence[Reject], targets: Sequence[str]) -> dict[str, Any]:
+    """The reason `no_target`: part `why`'s reasons on each target."""
     shown = [{"node": str(r.target), "code": str(r.code), "args": [_plain(a) for a in r.arguments]}
-             for r in on_targets]
+             for r in rejects if str(r.target) in targets]
     return {"code": "no_target", "args": {"rejects": sorted(shown, key=lambda r: (r["node"], r["code"]))}}
 
 

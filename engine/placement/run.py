@@ -99,7 +99,13 @@ def _replica_order(inst: Instance) -> tuple[bool, int, str]:
 
 def slots_of(cluster: Cluster, members: Mapping[str, list[str]]) -> dict[str, list[Slot]]:
     """unit → its replicas, in a stable order, for the units with something to place (a group slot
-    is placed only if all its members are on one node; otherwise the whole slot is placed again)."""
+    is placed only if all its members are on one node; otherwise the whole slot is placed again).
+
+    A group's members pair up node by node first — on each node, replica i of every member there
+    is one seat — and only what is left over (unplaced instances, and placed ones without a
+    partner on their node) pairs up in replica order. Pairing everything by replica order alone
+    re-paired running seats whenever a new instance's name sorted between existing ones (a scale-up,
+    a drain's surge), and re-placed them."""
     by_service: dict[str, list[Instance]] = defaultdict(list)
     open_services = set()
     for inst in cluster.instances:
@@ -113,10 +119,25 @@ def slots_of(cluster: Cluster, members: Mapping[str, list[str]]) -> dict[str, li
             slots[unit] = [Slot((i,), i.node) for i in by_service[names[0]]]
             continue
         lists = [sorted(by_service[n], key=_replica_order) for n in names]
-        width = max((len(x) for x in lists), default=0)
+        per_node: list[dict[str | None, list[Instance]]] = []
+        for lst in lists:
+            buckets: dict[str | None, list[Instance]] = defaultdict(list)
+            for inst in lst:
+                buckets[inst.node].append(inst)
+            per_node.append(buckets)
         unit_slots = []
+        rest: list[list[Instance]] = [[] for _ in names]
+        for node in sorted({n for buckets in per_node for n in buckets if n is not None}):
+            here = [buckets.get(node, []) for buckets in per_node]
+            whole = min(len(h) for h in here)
+            unit_slots.extend(Slot(tuple(h[index] for h in here), node) for index in range(whole))
+            for left, h in zip(rest, here, strict=True):
+                left.extend(h[whole:])
+        for left, buckets in zip(rest, per_node, strict=True):
+            left.extend(buckets.get(None, []))
+        width = max((len(x) for x in rest), default=0)
         for index in range(width):
-            insts = tuple(lst[index] for lst in lists if index < len(lst))
+            insts = tuple(lst[index] for lst in rest if index < len(lst))
             nodes = {i.node for i in insts}
             unit_slots.append(Slot(insts, nodes.pop() if len(nodes) == 1 else None))
         slots[unit] = unit_slots

@@ -125,6 +125,23 @@ def test_group_members_land_together():
     assert apps == cars
 
 
+def test_growing_a_group_keeps_its_running_seats_where_they_are():
+    """New instances' names sort anywhere among the old ones: seats pair node by node, so a
+    scale-up places only the new seats and never re-pairs (and re-places) running ones."""
+    w = world(node("x"), node("y"), node("z"),
+              service("app", 3, group="default/pair"), service("sidecar", 3, cpu=0.5, group="default/pair"))
+    w.run()
+    for count in (4, 5, 6):
+        before = w.placements()
+        w.values.update(dict([service("app", count, group="default/pair"),
+                              service("sidecar", count, cpu=0.5, group="default/pair")]))
+        w.run()
+        after = w.placements()
+        assert {i: n for i, n in after.items() if i in before} == before, count
+        assert w.unplaced() == {}
+        assert sorted(w.nodes_of("default/app")) == sorted(w.nodes_of("default/sidecar"))
+
+
 def test_same_snapshot_same_plan():
     def build():
         w = world(*sim_cluster(), service("web", 9, zone_spread=True), service("api", 5, cpu=2))
