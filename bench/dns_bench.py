@@ -89,7 +89,7 @@ def _measure(host: str, port: int, questions: list[str], count: int, prefix: lis
     if done.returncode != 0:
         raise SystemExit(f"client failed: {done.stderr}")
     took = sorted(json.loads(done.stdout))
-    return {"p50": took[len(took) // 2], "p99": took[int(len(took) * 0.99)], "n": len(took)}
+    return {"p50": took[len(took) // 2], "p99": took[int(len(took) * 0.99)], "max": took[-1], "n": len(took)}
 
 
 class _ZoneResolver(BaseResolver):
