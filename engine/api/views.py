@@ -178,6 +178,7 @@ def nodes(store: Store) -> list[dict[str, Any]]:
                      "intent": (intents.get(name) or {}).get("intent"),
                      "waits": list((drains.get(name) or {}).get("waits") or ()),
                      "moving": list((drains.get(name) or {}).get("moving") or ()),
+                     "blocked": list((drains.get(name) or {}).get("blocked") or ()),  # as codes
                      # as placement sees them (engine/placement/model.py): declared over the agent's
                      "zone": mine.get("zone") or value.get("zone"),
                      "labels": {**(value.get("labels") or {}), **(mine.get("labels") or {})},

@@ -38,12 +38,15 @@ def test_drain_writes_the_intent_key_and_an_apply_never_prunes_it(cluster):
 def test_get_nodes_shows_the_intent_and_what_a_drain_waits_for(cluster):
     cluster.store.put("observed/node/n2", {"capacity": {"cpu": 1000, "memory": 1 << 30}})
     cluster.store.put("derived/node/n2", {"condition": "draining", "since": 1})
+    blocked = [{"group": "default/g", "members": ["default/a", "default/b"], "from": "n2",
+                "code": "member_budget", "args": {"service": "default/b", "floor": 2, "ready": 2}}]
     cluster.store.put("derived/drain/n2", {"node": "n2", "instances": 1, "waits": ["web floor 2"],
-                                           "moving": []})
+                                           "moving": [], "blocked": blocked})
     with cluster.client() as client:
         intent(client, "n2", "disable")
         (row,) = client.get("nodes", "n2")["items"]
     assert row["intent"] == "disable" and row["waits"] == ["web floor 2"] and row["condition"] == "draining"
+    assert row["blocked"] == blocked  # a group's reasons as codes, for `-o json` readers
     from ccattler.cli.render import node_condition
     assert node_condition(row) == "draining (waits: web floor 2)"
 
