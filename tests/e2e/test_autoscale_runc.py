@@ -1,8 +1,8 @@
 """Autoscaling on real cpu (issue 18), on one `cca up` node with runc: busy-loop containers whose
 cgroup usage, reported by the agent's telemetry, drives both autoscalers. `burn`'s cpu term adds
 instances (horizontal); `grow`'s vertical block raises its cpu request, which is rolled out as a
-new revision (cause: autoscaler) within its budget, and the new containers' cgroup cpu.max and
-measured usage are above the old request. Needs root."""
+new revision (cause: autoscaler) within its budget, and the new containers' kernel cpu quota is
+the raised request. Needs root."""
 
 from __future__ import annotations
 
@@ -31,12 +31,13 @@ service grow {
     instances 2
     resources { cpu 100m  memory 32Mi }
     update { max_unavailable 0  max_extra 1 }
-    scale { vertical { cpu { min 100m  max 150m }  stabilization { scale_up 5s } } }
+    scale { vertical { cpu { min 100m  max 120m }  stabilization { scale_up 5s } } }
 }
 """
-# grow: throttled at its 100m quota, P95 100m at 70 % → 143m; from there 205m clamps to 150m, a
-# change under 10 %: one step. A cpu request is also the container's cpu.max (agent/runtime/oci_spec.py).
-RAISED_M = 143
+# grow: throttled at its 100m quota, a P95 of 84m or more asks for ≥ 120m at 70 %, clamped to 120m
+# (a loaded machine may measure less and take two steps); at 120m it asks for more than the max: it
+# stays. A cpu request is also the container's cpu quota (agent/runtime/oci_spec.py).
+RAISED_M = 120
 
 
 class Floor(Sampler):
@@ -82,24 +83,21 @@ def test_busy_loops_scale_out_and_up(root, shell, node_state: Path, network_name
 
             def raised() -> bool:
                 history = json.loads(shell.cca("rollout", "history", "grow", "-o", "json").stdout)
-                return (len(history) == 2 and history[-1].get("cause") == "autoscaler"
-                        and history[-1].get("state") == "complete")
-            wait(raised, "the vertical change to roll out", 150)
+                rows = json.loads(shell.cca("top", "workloads", "-o", "json").stdout)
+                grow = [r for r in rows if r["service"] == "default/grow"]
+                return (history[-1].get("cause") == "autoscaler" and history[-1].get("state") == "complete"
+                        and len(grow) == 2 and all(r["cpu_request"] == RAISED_M for r in grow))
+            wait(raised, f"the vertical change to {RAISED_M}m to roll out", 150)
             wait(lambda: all(i["ready"] for i in of("grow")) and len(of("grow")) == 2, "grow settled", 60)
         history = json.loads(shell.cca("rollout", "history", "grow", "-o", "json").stdout)
-        assert f"cpu 100 -> {RAISED_M}" in history[-1]["why"], history[-1]
+        assert [h.get("cause") or "apply" for h in history][0] == "apply", history
+        assert {h.get("cause") for h in history[1:]} == {"autoscaler"}, history
+        assert f"-> {RAISED_M} (P95" in history[-1]["why"], history[-1]
         # within the budget at every look: never below 2 ready (max_unavailable 0), never over 3
         assert floor.seen and min(r for _, r in floor.seen) >= 2, floor.seen
         assert max(n for n, _ in floor.seen) <= 3, floor.seen
         quotas = cpu_quotas(node_state)
         assert quotas.count(RAISED_M * 100) == 2, quotas  # the kernel's limit, per container
-
-        def measured_above_old_request() -> bool:
-            rows = json.loads(shell.cca("top", "workloads", "-o", "json").stdout)
-            grow = [r for r in rows if r["service"] == "default/grow"]
-            return len(grow) == 2 and all(r["cpu_request"] == RAISED_M and (r["cpu"] or 0) > 110
-                                          for r in grow)
-        wait(measured_above_old_request, "grow's measured cpu above its old 100m limit", 60)
         events = shell.cca("events").stdout
         assert "vertical cpu" in events, events
     finally:
