@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
+import itertools
 import json
 import os
 import pty
@@ -40,7 +41,7 @@ from ccattler.agent.runtime.base import (
 from ccattler.agent.runtime.bundle_files import config_mounts, write_etc_files
 from ccattler.agent.runtime.identity_files import mount_identity, rotate_identity, unmount_identity
 from ccattler.agent.runtime.oci_spec import runtime_config
-from ccattler.agent.runtime.reaper import describe, process_reaper
+from ccattler.agent.runtime.reaper import Reaper, describe, process_reaper
 from ccattler.agent.runtime.secrets import mount_secrets, refresh_secrets, unmount_secrets
 from ccattler.agent.runtime.terminal import set_window_size
 from ccattler.agent.runtime.volumes import NodeVolumes
@@ -48,6 +49,9 @@ from ccattler.engine.facts import CcaError
 
 _libc = ctypes.CDLL(None, use_errno=True)
 _MNT_DETACH = 2
+_exec_ids = itertools.count()  # names the pid files of interactive execs
+
+
 def _mount_overlay(lower: Path, upper: Path, work: Path, target: Path) -> None:
     opts = f"lowerdir={lower},upperdir={upper},workdir={work}".encode()
     if _libc.mount(b"overlay", str(target).encode(), b"overlay", 0, opts) != 0:
@@ -67,7 +71,29 @@ def _started_at(bundle: Path) -> float | None:
         return None
 
 
-def _on_terminal(args: list[str], size: tuple[int, int] | None) -> subprocess.Popen[bytes]:
+class _Exec(subprocess.Popen):
+    """An interactive `runc exec` (`cca exec`): killed (the client went away), it takes the process
+    it runs in the container with it, as a timed-out probe's exec does (`Reaper.kill_orphan`)."""
+
+    pid_file: Path
+    reaper: Reaper
+
+    def kill(self) -> None:
+        super().kill()
+        try:
+            super().wait(timeout=2)
+        except subprocess.TimeoutExpired:
+            pass
+        self.reaper.kill_orphan(self.pid_file)
+
+    def wait(self, timeout: float | None = None) -> int:
+        code = super().wait(timeout)
+        self.pid_file.unlink(missing_ok=True)
+        return code
+
+
+def _on_terminal(args: list[str], size: tuple[int, int] | None,
+                 popen: type[subprocess.Popen] = subprocess.Popen) -> subprocess.Popen[bytes]:
     """Run `args` on a new pty as its controlling terminal (`runc exec -t` relays its own terminal
     into the container's, `size` rows × columns to start with); the master side is the process's
     stdin and stdout."""
@@ -78,7 +104,7 @@ def _on_terminal(args: list[str], size: tuple[int, int] | None) -> subprocess.Po
     try:
         if size is not None:  # before runc starts: it sizes the container's terminal from ours
             set_window_size(master, *size)
-        process = subprocess.Popen(["setsid", "--ctty", *args], stdin=slave, stdout=slave, stderr=slave)
+        process = popen(["setsid", "--ctty", *args], stdin=slave, stdout=slave, stderr=slave)
     except BaseException:
         os.close(master)
         raise
@@ -286,11 +312,16 @@ class RuncRuntime(Runtime):
         cid = container_id(name)
         if self._state(cid) != "running":
             raise ContainerError(f"container {name} is not running")
-        args = [self.runc, "--root", str(self.root), "exec", *(["-t"] if tty else []), cid, *argv]
+        pid_file = Path(tempfile.gettempdir()) / f"cca-exec-{os.getpid()}-{next(_exec_ids)}.pid"
+        args = [self.runc, "--root", str(self.root), "exec", "--pid-file", str(pid_file),
+                *(["-t"] if tty else []), cid, *argv]
         if not tty:
             pipe = subprocess.PIPE
-            return subprocess.Popen(args, stdin=pipe, stdout=pipe, stderr=pipe)
-        return _on_terminal(args, size)
+            process = _Exec(args, stdin=pipe, stdout=pipe, stderr=pipe)
+        else:
+            process = _on_terminal(args, size, _Exec)
+        process.pid_file, process.reaper = pid_file, self.reaper
+        return process
 
     def _volumes(self, spec: ContainerSpec) -> list[dict[str, Any]]:
         """Bind mounts of the spec's volume directories (made, or mounted again, by `volumes`)."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import signal
+import time
 from pathlib import Path
 
 import pytest
@@ -70,6 +71,23 @@ def test_a_timed_out_exec_leaves_nothing_behind_and_the_container_starts_again(n
     assert node.runtime.list() == []
     node.converge(desired, running("web-a"))
     assert node.http_get(node.ip(2)) == "hello from web-a\n"
+
+
+@pytest.mark.parametrize("tty", [False, True], ids=["pipes", "terminal"])
+def test_a_killed_interactive_exec_takes_its_process_with_it(node, tty) -> None:
+    """`cca exec` whose client went away: the tunnel kills runc, and the process it ran goes too."""
+    spec = node.spec("web-a", 2)
+    node.converge({spec.key: spec}, running("web-a"))
+    process = node.runtime.exec_process(spec.key, ["sleep", "301"], tty=tty)
+    deadline = time.monotonic() + 5
+    while "sleep 301" not in os.popen("ps -o args= -e").read() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    process.kill()
+    process.wait()
+    assert "sleep 301" not in os.popen("ps -o args= -e").read()
+    assert not process.pid_file.exists()
+    assert node.reconciler.reconcile({}) == {}
+    assert node.runtime.list() == []
 
 
 def test_removed_placement_removes_container_veth_and_namespace(node) -> None:
