@@ -75,19 +75,30 @@ def test_a_timed_out_exec_leaves_nothing_behind_and_the_container_starts_again(n
 
 @pytest.mark.parametrize("tty", [False, True], ids=["pipes", "terminal"])
 def test_a_killed_interactive_exec_takes_its_process_with_it(node, tty) -> None:
-    """`cca exec` whose client went away: the tunnel kills runc, and the process it ran goes too."""
+    """`cca exec` whose client went away: the tunnel kills runc, and the process it ran in the
+    container goes too (killed, or hung up by its terminal, and reaped: no zombie of ours holds
+    the container), so the container is deleted and starts again under the same id."""
     spec = node.spec("web-a", 2)
-    node.converge({spec.key: spec}, running("web-a"))
+    desired = {spec.key: spec}
+    node.converge(desired, running("web-a"))
     process = node.runtime.exec_process(spec.key, ["sleep", "301"], tty=tty)
     deadline = time.monotonic() + 5
-    while "sleep 301" not in os.popen("ps -o args= -e").read() and time.monotonic() < deadline:
+    while not (started := _children(process.pid, "sleep 301")):
+        assert time.monotonic() < deadline, "the exec never started its command"
         time.sleep(0.05)
     process.kill()
     process.wait()
-    assert "sleep 301" not in os.popen("ps -o args= -e").read()
-    assert not process.pid_file.exists()
+    assert [pid for pid in started if os.path.exists(f"/proc/{pid}")] == []  # not even a zombie
     assert node.reconciler.reconcile({}) == {}
     assert node.runtime.list() == []
+    node.converge(desired, running("web-a"))
+    assert node.http_get(node.ip(2)) == "hello from web-a\n"
+
+
+def _children(parent: int, args: str) -> list[int]:
+    """Pids of `parent`'s children running `args` (the process a `runc exec` started)."""
+    rows = (line.split(None, 2) for line in os.popen("ps -o pid=,ppid=,args= -e").read().splitlines())
+    return [int(pid) for pid, ppid, command in rows if int(ppid) == parent and command == args]
 
 
 def test_removed_placement_removes_container_veth_and_namespace(node) -> None:
