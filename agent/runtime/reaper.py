@@ -133,6 +133,22 @@ class Reaper:
             time.sleep(0.01)
 
 
+def stop_with_children(parent: int, timeout: float = 1.0) -> list[int]:
+    """Stop `parent` and each of its children (SIGSTOP, waited for until every thread of each has
+    stopped), reading its children again until no new one shows, so none of them starts another
+    meanwhile (a `runc exec` just started has its init stages, which clone theirs as runc's
+    children). Their pids: once `parent` is killed they are this subreaper's, for `kill_orphans`."""
+    deadline = time.monotonic() + timeout
+    found: list[int] = []
+    new = [parent]
+    while new and len(found) < 64:
+        for pid in new:
+            _stop(pid, deadline)
+        new = [pid for pid in children_of(parent) if pid not in found]
+        found += new
+    return found
+
+
 def children_of(parent: int) -> list[int]:
     """The pids whose parent is `parent`, read from /proc (a process's `children` file lists only
     those its one thread forked: runc is a multi-threaded Go program)."""
@@ -141,6 +157,31 @@ def children_of(parent: int) -> list[int]:
         if entry.name.isdigit() and _parent_of(int(entry.name)) == parent:
             found.append(int(entry.name))
     return found
+
+
+def _stop(pid: int, deadline: float) -> None:
+    try:
+        os.kill(pid, signal.SIGSTOP)
+    except ProcessLookupError:
+        return
+    while not _stopped(pid) and time.monotonic() < deadline:
+        time.sleep(0.001)
+
+
+def _stopped(pid: int) -> bool:
+    """Every thread of `pid` has stopped (or is dead)."""
+    try:
+        threads = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return True
+    for thread in threads:
+        try:
+            state = Path(f"/proc/{pid}/task/{thread}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if state not in ("T", "t", "Z", "X"):
+            return False
+    return True
 
 
 def _parent_of(pid: int) -> int | None:

@@ -15,7 +15,6 @@ import json
 import os
 import pty
 import shutil
-import signal
 import subprocess
 import tempfile
 import threading
@@ -41,7 +40,7 @@ from ccattler.agent.runtime.base import (
 from ccattler.agent.runtime.bundle_files import config_mounts, write_etc_files
 from ccattler.agent.runtime.identity_files import mount_identity, rotate_identity, unmount_identity
 from ccattler.agent.runtime.oci_spec import runtime_config
-from ccattler.agent.runtime.reaper import Reaper, children_of, describe, process_reaper
+from ccattler.agent.runtime.reaper import Reaper, describe, process_reaper, stop_with_children
 from ccattler.agent.runtime.secrets import mount_secrets, refresh_secrets, unmount_secrets
 from ccattler.agent.runtime.terminal import set_window_size
 from ccattler.agent.runtime.volumes import NodeVolumes
@@ -87,9 +86,8 @@ class _Exec(subprocess.Popen):
     def kill(self) -> None:
         if self.poll() is not None:  # runc has exited, and waited for its process first
             return
-        self.send_signal(signal.SIGSTOP)  # runc starts nothing more while its children are read
-        try:
-            orphans = children_of(self.pid)
+        try:  # stopped, runc and its children start nothing more while they are read
+            orphans = stop_with_children(self.pid)
         finally:
             super().kill()
         try:

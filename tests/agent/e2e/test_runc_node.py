@@ -95,10 +95,39 @@ def test_a_killed_interactive_exec_takes_its_process_with_it(node, tty) -> None:
     assert node.http_get(node.ip(2)) == "hello from web-a\n"
 
 
-def _children(parent: int, args: str) -> list[int]:
-    """Pids of `parent`'s children running `args` (the process a `runc exec` started)."""
-    rows = (line.split(None, 2) for line in os.popen("ps -o pid=,ppid=,args= -e").read().splitlines())
-    return [int(pid) for pid, ppid, command in rows if int(ppid) == parent and command == args]
+@pytest.mark.parametrize("tty", [False, True], ids=["pipes", "terminal"])
+def test_an_interactive_exec_killed_while_runc_starts_it_leaves_nothing_behind(node, tty) -> None:
+    """Killed in its first milliseconds (the client went away at once), a `runc exec` may have its
+    init stages running, and those clone theirs as runc's children: none is left to the agent,
+    alive or a zombie."""
+    spec = node.spec("web-a", 2)
+    node.converge({spec.key: spec}, running("web-a"))
+    before = set(_children(os.getpid()))
+    for delay in (0.002, 0.004, 0.006, 0.008, 0.01, 0.015, 0.02, 0.03):
+        process = node.runtime.exec_process(spec.key, ["sleep", "306"], tty=tty)
+        time.sleep(delay)
+        process.kill()
+        process.wait()
+    assert set(_children(os.getpid())) - before == set()
+    assert node.reconciler.reconcile({}) == {}
+    assert node.runtime.list() == []
+
+
+def _children(parent: int, args: str | None = None) -> list[int]:
+    """Pids of `parent`'s children (zombies too), those running `args` if given; read from /proc
+    (a `ps` would be a child of ours itself)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            ppid = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            command = (proc / "cmdline").read_bytes().rstrip(b"\0").replace(b"\0", b" ").decode()
+        except (OSError, ValueError, IndexError):  # not a process, or gone meanwhile
+            continue
+        if ppid == parent and (args is None or command == args):
+            found.append(int(proc.name))
+    return found
 
 
 def test_removed_placement_removes_container_veth_and_namespace(node) -> None:
