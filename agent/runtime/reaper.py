@@ -114,17 +114,74 @@ class Reaper:
             pid = int(pid_file.read_text().strip())
         except (OSError, ValueError):  # runc died before it started the process: nothing left
             return
-        if _parent_of(pid) != os.getpid():  # gone already, or not ours: never signal a stranger
-            return
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+        self.kill_orphans([pid], timeout)
+
+    def kill_orphans(self, pids: list[int], timeout: float = 2.0) -> None:
+        """Kill and reap these processes of a killed `runc exec` (see `kill_orphan`): only those
+        now re-parented to this process, never a stranger."""
+        ours = [pid for pid in pids if _parent_of(pid) == os.getpid()]  # others: gone, or not ours
+        for pid in ours:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
         with self._lock:
-            self._leftovers.add(pid)
+            self._leftovers.update(ours)
         deadline = time.monotonic() + timeout
-        while self.reap_leftovers() and pid in self._leftovers and time.monotonic() < deadline:
+        while (self.reap_leftovers() and any(pid in self._leftovers for pid in ours)
+               and time.monotonic() < deadline):
             time.sleep(0.01)
+
+
+def stop_with_children(parent: int, timeout: float = 1.0) -> list[int]:
+    """Stop `parent` and each of its children (SIGSTOP, waited for until every thread of each has
+    stopped), reading its children again until no new one shows, so none of them starts another
+    meanwhile (a `runc exec` just started has its init stages, which clone theirs as runc's
+    children). Their pids: once `parent` is killed they are this subreaper's, for `kill_orphans`."""
+    deadline = time.monotonic() + timeout
+    found: list[int] = []
+    new = [parent]
+    while new and len(found) < 64:
+        for pid in new:
+            _stop(pid, deadline)
+        new = [pid for pid in children_of(parent) if pid not in found]
+        found += new
+    return found
+
+
+def children_of(parent: int) -> list[int]:
+    """The pids whose parent is `parent`, read from /proc (a process's `children` file lists only
+    those its one thread forked: runc is a multi-threaded Go program)."""
+    found = []
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit() and _parent_of(int(entry.name)) == parent:
+            found.append(int(entry.name))
+    return found
+
+
+def _stop(pid: int, deadline: float) -> None:
+    try:
+        os.kill(pid, signal.SIGSTOP)
+    except ProcessLookupError:
+        return
+    while not _stopped(pid) and time.monotonic() < deadline:
+        time.sleep(0.001)
+
+
+def _stopped(pid: int) -> bool:
+    """Every thread of `pid` has stopped (or is dead)."""
+    try:
+        threads = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return True
+    for thread in threads:
+        try:
+            state = Path(f"/proc/{pid}/task/{thread}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if state not in ("T", "t", "Z", "X"):
+            return False
+    return True
 
 
 def _parent_of(pid: int) -> int | None:

@@ -40,7 +40,7 @@ from ccattler.agent.runtime.base import (
 from ccattler.agent.runtime.bundle_files import config_mounts, write_etc_files
 from ccattler.agent.runtime.identity_files import mount_identity, rotate_identity, unmount_identity
 from ccattler.agent.runtime.oci_spec import runtime_config
-from ccattler.agent.runtime.reaper import describe, process_reaper
+from ccattler.agent.runtime.reaper import Reaper, describe, process_reaper, stop_with_children
 from ccattler.agent.runtime.secrets import mount_secrets, refresh_secrets, unmount_secrets
 from ccattler.agent.runtime.terminal import set_window_size
 from ccattler.agent.runtime.volumes import NodeVolumes
@@ -48,6 +48,8 @@ from ccattler.engine.facts import CcaError
 
 _libc = ctypes.CDLL(None, use_errno=True)
 _MNT_DETACH = 2
+
+
 def _mount_overlay(lower: Path, upper: Path, work: Path, target: Path) -> None:
     opts = f"lowerdir={lower},upperdir={upper},workdir={work}".encode()
     if _libc.mount(b"overlay", str(target).encode(), b"overlay", 0, opts) != 0:
@@ -67,7 +69,36 @@ def _started_at(bundle: Path) -> float | None:
         return None
 
 
-def _on_terminal(args: list[str], size: tuple[int, int] | None) -> subprocess.Popen[bytes]:
+class _Exec(subprocess.Popen):
+    """An interactive `runc exec` (`cca exec`): killed (the client went away), it takes the process
+    it runs in the container with it, as a timed-out probe's exec does. Killing runc alone left that
+    process re-parented to the agent (the subreaper) and never reaped, alive with pipes and a
+    zombie on a terminal (hung up), so the container could not be deleted.
+
+    That process is runc's child: it is found in /proc, not by `--pid-file`. runc writes a pid file
+    with O_SYNC after starting the command and before it first sizes the container's terminal, so
+    on a disk-backed directory the command saw a 0×0 terminal for that much longer (measured: a
+    first `stty size` saw 0×0 in 15-19 of 40 execs with the file in an ext4 /tmp, 1-4 of 40
+    without it; the cause of the terminal tests' failures that reverted this fix as 88a9ab0)."""
+
+    reaper: Reaper
+
+    def kill(self) -> None:
+        if self.poll() is not None:  # runc has exited, and waited for its process first
+            return
+        try:  # stopped, runc and its children start nothing more while they are read
+            orphans = stop_with_children(self.pid)
+        finally:
+            super().kill()
+        try:
+            super().wait(timeout=2)
+        except subprocess.TimeoutExpired:  # still runc's, so none of them are signalled
+            pass
+        self.reaper.kill_orphans(orphans)
+
+
+def _on_terminal(args: list[str], size: tuple[int, int] | None,
+                 popen: type[subprocess.Popen] = subprocess.Popen) -> subprocess.Popen[bytes]:
     """Run `args` on a new pty as its controlling terminal (`runc exec -t` relays its own terminal
     into the container's, `size` rows × columns to start with); the master side is the process's
     stdin and stdout."""
@@ -78,7 +109,7 @@ def _on_terminal(args: list[str], size: tuple[int, int] | None) -> subprocess.Po
     try:
         if size is not None:  # before runc starts: it sizes the container's terminal from ours
             set_window_size(master, *size)
-        process = subprocess.Popen(["setsid", "--ctty", *args], stdin=slave, stdout=slave, stderr=slave)
+        process = popen(["setsid", "--ctty", *args], stdin=slave, stdout=slave, stderr=slave)
     except BaseException:
         os.close(master)
         raise
@@ -289,8 +320,11 @@ class RuncRuntime(Runtime):
         args = [self.runc, "--root", str(self.root), "exec", *(["-t"] if tty else []), cid, *argv]
         if not tty:
             pipe = subprocess.PIPE
-            return subprocess.Popen(args, stdin=pipe, stdout=pipe, stderr=pipe)
-        return _on_terminal(args, size)
+            process = _Exec(args, stdin=pipe, stdout=pipe, stderr=pipe)
+        else:
+            process = _on_terminal(args, size, _Exec)
+        process.reaper = self.reaper
+        return process
 
     def _volumes(self, spec: ContainerSpec) -> list[dict[str, Any]]:
         """Bind mounts of the spec's volume directories (made, or mounted again, by `volumes`)."""

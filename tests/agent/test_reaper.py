@@ -10,7 +10,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from ccattler.agent.runtime.reaper import process_reaper
+from ccattler.agent.runtime.reaper import children_of, process_reaper
 
 
 def _state(pid: int) -> str | None:
@@ -42,3 +42,24 @@ def test_a_dead_init_is_reaped_when_forgotten():
     reaper.track("c2", child.pid)
     reaper.forget("c2")
     assert reaper.reap_leftovers() == 0 and _state(child.pid) is None
+
+
+def test_the_children_of_a_killed_parent_are_killed_and_reaped_strangers_left_alone():
+    """What a killed interactive `runc exec` leaves: its child, re-parented to this subreaper."""
+    reaper = process_reaper()
+    parent = subprocess.Popen(["sh", "-c", "sleep 300 & wait"])
+    stranger = subprocess.Popen(["sleep", "300"])  # ours, but no orphan of that parent
+    try:
+        deadline = time.monotonic() + 5
+        while not (orphans := children_of(parent.pid)):
+            assert time.monotonic() < deadline, "sh never started its sleep"
+            time.sleep(0.01)
+        parent.kill()
+        parent.wait()
+        assert all(_state(pid) not in (None, "Z") for pid in orphans)  # alive after its parent
+        reaper.kill_orphans([*orphans, os.getppid()])  # our own parent: not ours to signal
+        assert [pid for pid in orphans if _state(pid) is not None] == []  # killed, and no zombie
+        assert stranger.poll() is None and _state(os.getppid()) is not None
+    finally:
+        stranger.kill()
+        stranger.wait()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import signal
+import time
 from pathlib import Path
 
 import pytest
@@ -70,6 +71,63 @@ def test_a_timed_out_exec_leaves_nothing_behind_and_the_container_starts_again(n
     assert node.runtime.list() == []
     node.converge(desired, running("web-a"))
     assert node.http_get(node.ip(2)) == "hello from web-a\n"
+
+
+@pytest.mark.parametrize("tty", [False, True], ids=["pipes", "terminal"])
+def test_a_killed_interactive_exec_takes_its_process_with_it(node, tty) -> None:
+    """`cca exec` whose client went away: the tunnel kills runc, and the process it ran in the
+    container goes too (killed, or hung up by its terminal, and reaped: no zombie of ours holds
+    the container), so the container is deleted and starts again under the same id."""
+    spec = node.spec("web-a", 2)
+    desired = {spec.key: spec}
+    node.converge(desired, running("web-a"))
+    process = node.runtime.exec_process(spec.key, ["sleep", "301"], tty=tty)
+    deadline = time.monotonic() + 5
+    while not (started := _children(process.pid, "sleep 301")):
+        assert time.monotonic() < deadline, "the exec never started its command"
+        time.sleep(0.05)
+    process.kill()
+    process.wait()
+    assert [pid for pid in started if os.path.exists(f"/proc/{pid}")] == []  # not even a zombie
+    assert node.reconciler.reconcile({}) == {}
+    assert node.runtime.list() == []
+    node.converge(desired, running("web-a"))
+    assert node.http_get(node.ip(2)) == "hello from web-a\n"
+
+
+@pytest.mark.parametrize("tty", [False, True], ids=["pipes", "terminal"])
+def test_an_interactive_exec_killed_while_runc_starts_it_leaves_nothing_behind(node, tty) -> None:
+    """Killed in its first milliseconds (the client went away at once), a `runc exec` may have its
+    init stages running, and those clone theirs as runc's children: none is left to the agent,
+    alive or a zombie."""
+    spec = node.spec("web-a", 2)
+    node.converge({spec.key: spec}, running("web-a"))
+    before = set(_children(os.getpid()))
+    for delay in (0.002, 0.004, 0.006, 0.008, 0.01, 0.015, 0.02, 0.03):
+        process = node.runtime.exec_process(spec.key, ["sleep", "306"], tty=tty)
+        time.sleep(delay)
+        process.kill()
+        process.wait()
+    assert set(_children(os.getpid())) - before == set()
+    assert node.reconciler.reconcile({}) == {}
+    assert node.runtime.list() == []
+
+
+def _children(parent: int, args: str | None = None) -> list[int]:
+    """Pids of `parent`'s children (zombies too), those running `args` if given; read from /proc
+    (a `ps` would be a child of ours itself)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            ppid = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            command = (proc / "cmdline").read_bytes().rstrip(b"\0").replace(b"\0", b" ").decode()
+        except (OSError, ValueError, IndexError):  # not a process, or gone meanwhile
+            continue
+        if ppid == parent and (args is None or command == args):
+            found.append(int(proc.name))
+    return found
 
 
 def test_removed_placement_removes_container_veth_and_namespace(node) -> None:

@@ -163,6 +163,32 @@ def test_exec_with_a_terminal(cluster) -> None:
     assert out[-1].exited and out[-1].exit_code == 4
 
 
+@pytest.mark.parametrize("tty", [False, True], ids=["pipes", "terminal"])
+def test_an_exec_whose_client_went_away_leaves_no_process_behind(cluster, tty) -> None:
+    """The client of `cca exec` goes away: the node kills the exec and the process it ran in the
+    container (not left alive, nor a zombie of the agent's), so the container can still be deleted
+    (the fixture's clean check at the end)."""
+    admin, _ = cluster
+    done = threading.Event()
+
+    def inputs():  # noqa: ANN202
+        yield api_pb2.ExecInput(instance="talk-a", command=["sleep", "304"], tty=tty)
+        done.wait(30)
+
+    call = admin.cluster.Exec(inputs())
+    try:
+        pids = wait_for(lambda: [int(pid) for pid, args in _processes() if args == "sleep 304"])
+    finally:
+        call.cancel()
+        done.set()
+    wait_for(lambda: not [pid for pid in pids if Path(f"/proc/{pid}").exists()], timeout=10)
+
+
+def _processes() -> list[tuple[str, str]]:
+    rows = subprocess.run(["ps", "-o", "pid=,args=", "-e"], capture_output=True, text=True).stdout
+    return [tuple(line.split(None, 1)) for line in rows.splitlines() if len(line.split(None, 1)) == 2]
+
+
 def test_node_inspect_and_top(cluster) -> None:
     admin, _ = cluster
     report = admin.json("NodeInspect", api_pb2.GetRequest(name="n1"))
