@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from ccattler.engine.autoscale.effective import effective_service
 from ccattler.engine.disruption.drain import Member, Step, drain_step, rollout_active
 from ccattler.engine.disruption.explain import why_blocked
 from ccattler.engine.disruption.group_drain import GroupStep, group_step
@@ -33,6 +34,7 @@ from ccattler.engine.facts.keys import (
     PLACEMENTS,
     REBALANCE,
     ROLLOUTS,
+    SCALE,
     display_name,
 )
 from ccattler.engine.facts.snapshot import ChangeSet, Snapshot
@@ -62,6 +64,7 @@ def view(snapshot: Snapshot) -> View:
     observed: dict[str, Mapping[str, Any]] = {}
     conditions: dict[str, str] = {}
     rollouts: dict[str, Mapping[str, Any]] = {}
+    scales: dict[str, Mapping[str, Any]] = {}
     for key, doc in snapshot.values.items():
         if not isinstance(doc, Mapping):
             continue
@@ -78,6 +81,12 @@ def view(snapshot: Snapshot) -> View:
             conditions[key[len(NODE_CONDITIONS):]] = str(doc.get("condition"))
         elif key.startswith(ROLLOUTS):
             rollouts[key[len(ROLLOUTS):]] = doc
+        elif key.startswith(SCALE):
+            scales[key[len(SCALE):]] = doc
+    # Budgets are of the count the instance controller keeps (the autoscaler's, when it set one):
+    # a floor from the user's `instances` would let a drain take an autoscaled-up service below
+    # its floor, and hold an autoscaled-down one forever.
+    services = {full: effective_service(doc, scales.get(full)) for full, doc in services.items()}
     members: dict[str, list[Member]] = defaultdict(list)
     pending = 0
     for full, name, doc in sorted(instances, key=lambda item: (item[0], item[1])):
@@ -101,7 +110,7 @@ class DisruptionController:
     name: ClassVar[str] = "disruption"
     reads: ClassVar[tuple[str, ...]] = (
         DESIRED_SERVICES, INSTANCES, PLACEMENTS, OBSERVED_INSTANCES, OBSERVED_NODES, DESIRED_NODES,
-        NODE_CONDITIONS, ROLLOUTS,
+        NODE_CONDITIONS, ROLLOUTS, SCALE,
         DISRUPTIONS, DRAINS, REBALANCE,
     )
     writes: ClassVar[tuple[str, ...]] = (DISRUPTIONS, DRAINS, REBALANCE)

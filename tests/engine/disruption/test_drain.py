@@ -137,3 +137,52 @@ def test_the_rollout_controllers_settled_states_do_not_hold_a_drain():
     from ccattler.engine.rollout.controller import SETTLED
 
     assert ROLLOUT_DONE == SETTLED
+
+
+SCALED = {"horizontal": {"min": 1, "max": 20, "targets": [{"metric": "queue", "value": 10, "percent": False}],
+                         "events": [], "schedules": [], "stabilization": {"scale_up": 0, "scale_down": 0}},
+          "vertical": None}
+
+
+def _autoscaled_sim(instances: int, to: int, disruption: dict) -> Sim:
+    """`web` declared with `instances`, held at `to` by the autoscaler (a pushed queue sample of 10 per
+    instance), all placed and ready; n1 holds the most."""
+    sim = Sim({"n1": 8000, "n2": 8000, "n3": 8000},
+              service("web", instances=instances, scale=SCALED, disruption=disruption,
+                      update={"max_unavailable": 1, "max_extra": 1}))
+
+    def push() -> None:
+        sim.world.put("observed/metric/default/web/queue/cli",
+                      {"value": 10 * to, "time": sim.now, "source": "cli"})
+    for _ in range(10):
+        push()
+        sim.tick()
+    assert len(sim.instances("web")) == to and sim.ready("web") == to, sim.instances("web")
+    sim.push = push  # type: ignore[attr-defined]
+    return sim
+
+
+def test_a_drain_keeps_the_floor_of_the_autoscaled_count():
+    """instances 4, max_unavailable 1, autoscaled to 9: the floor is 8 (of 9), not 3 (of the user's
+    4) — the drain never has more than one instance away."""
+    sim = _autoscaled_sim(4, 9, {"min_available": None, "max_unavailable": 1})
+    source = busiest(sim, "web")
+    sim.intent(source, "drain")
+    for _ in range(40):
+        sim.push()
+        sim.tick()
+        assert sim.ready("web") >= 8, sim.history[-1]
+    assert sim.condition(source) == "drained" and sim.ready("web") == 9
+
+
+def test_a_drain_of_an_autoscaled_down_service_is_not_held_by_the_users_count():
+    """instances 10, max_unavailable 1, autoscaled down to 3: the floor is 2, so the drain moves
+    them; with the user's 10 the floor would be 9 and it would wait forever."""
+    sim = _autoscaled_sim(10, 3, {"min_available": None, "max_unavailable": 1})
+    source = busiest(sim, "web")
+    sim.intent(source, "drain")
+    for _ in range(30):
+        sim.push()
+        sim.tick()
+        assert sim.ready("web") >= 2, sim.history[-1]
+    assert sim.condition(source) == "drained" and sim.ready("web") == 3
