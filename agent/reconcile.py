@@ -62,6 +62,10 @@ class _Record:
     reason: str | None = None
     running_since: float | None = None
     verdict: Verdict | None = None
+    #: The readiness last reported, and the wall time it became that (the HPA's readiness
+    #: transition: the autoscaler's cpu initialization rule reads it).
+    ready: bool | None = None
+    ready_since: float | None = None
     #: The init steps' progress for the current spec (None: none to run, or the main container was
     #: found already created for this spec, e.g. after an agent restart).
     init: InitProgress | None = None
@@ -84,11 +88,13 @@ class Reconciler:
                  secrets_many: BatchSecretSource | None = None,
                  admit: Callable[[InstanceSpec], None] | None = None,
                  identities: Identities | None = None,
-                 resolv_conf: Callable[[InstanceSpec], str | None] | None = None):
+                 resolv_conf: Callable[[InstanceSpec], str | None] | None = None,
+                 wall: Callable[[], float] = time.time):
         if runtime.isolated_network and network is None:
             raise CcaError(f"the {runtime.kind} runtime needs the node network (NodeNetwork)")
         self.node, self.runtime, self.network = node, runtime, network
         self.backoff, self.stop_timeout, self.clock = backoff, stop_timeout, clock
+        self.wall = wall  # unix time, for what the report states as times (ready_since)
         self.gc_interval = gc_interval
         self.secrets, self.secret_refresh = secrets, secret_refresh
         self.secrets_many = secrets_many  # the refresh tick's one call for all (else one per instance)
@@ -403,13 +409,18 @@ class Reconciler:
                 reason = f"{record.reason}; retrying in {record.retry_at - now:.0f}s"
             else:
                 state = "pending"
+            ready = state == "running" and verdict.ready
+            if record.ready != ready:
+                record.ready, record.ready_since = ready, self.wall()
             observed[spec.observed_key] = {
                 "node": self.node, "state": state,
                 "ip": spec.ip if self.runtime.isolated_network else None,
                 "restarts": record.restarts, "reason": reason,
                 "health": verdict.health if state == "running" else None,
-                "ready": state == "running" and verdict.ready,
+                "ready": ready,
             }
+            if state == "running":  # when it started, when its readiness last changed (unix s)
+                observed[spec.observed_key].update(started=status.started_at, ready_since=record.ready_since)
             if init is not None:
                 observed[spec.observed_key]["init"] = init.document()
             if self.identities is not None and self.identities.active:

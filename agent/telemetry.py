@@ -27,14 +27,21 @@ class Published:
     pids: int
     cpu_p95: int | None  # over the window's samples (None: no rate yet)
     memory_p95: int
-    at: float
+    at: float  # the clock's time of the sample (refresh)
+    sampled: float  # its unix time
+    rate_over: float | None  # seconds the cpu rate covers
 
-    def as_doc(self) -> dict[str, int]:
-        doc = {"memory": self.memory, "pids": self.pids, "memory_p95": self.memory_p95}
+    def as_doc(self) -> dict[str, float]:
+        """`at`/`window`: when the cpu rate was measured and over how many seconds (the
+        autoscaler's cpu initialization rule compares them with the readiness transition)."""
+        doc: dict[str, float] = {"memory": self.memory, "pids": self.pids, "memory_p95": self.memory_p95,
+                                 "at": round(self.sampled, 3)}
         if self.cpu is not None:
             doc["cpu"] = self.cpu
         if self.cpu_p95 is not None:
             doc["cpu_p95"] = self.cpu_p95
+        if self.rate_over is not None:
+            doc["window"] = round(self.rate_over, 3)
         return doc
 
 
@@ -60,8 +67,10 @@ class Telemetry:
     """Samples every `interval` seconds; `usage(name)` is the published value (or None)."""
 
     def __init__(self, runtime: Runtime, *, interval: float = 10.0, refresh: float = 60.0,
-                 window: float = WINDOW_MS / 1000, clock: Callable[[], float] = time.monotonic) -> None:
+                 window: float = WINDOW_MS / 1000, clock: Callable[[], float] = time.monotonic,
+                 wall: Callable[[], float] = time.time) -> None:
         self.runtime, self.interval, self.refresh, self.clock = runtime, interval, refresh, clock
+        self.wall = wall
         self.window = window
         self._samples: dict[str, tuple[float, Usage]] = {}
         self._windows: dict[str, deque[tuple[float, int | None, int]]] = {}  # (at, cpu, memory)
@@ -89,17 +98,18 @@ class Telemetry:
             # A rate needs two samples: memory and processes are published at once, cpu only from
             # the second (a 0 would read as an idle instance: a vertical scale-down, an HPA
             # scale-down's missing sample filled wrong).
-            cpu = None
+            cpu = rate_over = None
             if previous is not None and now > previous[0]:
                 spent = usage.cpu_seconds - previous[1].cpu_seconds
-                cpu = max(0, round(spent / (now - previous[0]) * 1000))
+                rate_over = now - previous[0]
+                cpu = max(0, round(spent / rate_over * 1000))
             window = self._windows.setdefault(name, deque())
             window.append((now, cpu, usage.memory_bytes))
             while window[0][0] <= now - self.window:
                 window.popleft()
             cpus = [c for _, c, _ in window if c is not None]
             new = Published(cpu, usage.memory_bytes, usage.pids, p95(cpus) if cpus else None,
-                            p95([m for _, _, m in window]), now)
+                            p95([m for _, _, m in window]), now, self.wall(), rate_over)
             old = self._published.get(name)
             if old is None or now - old.at >= self.refresh or meaningful(old, new):
                 self._published[name] = new

@@ -27,6 +27,26 @@ class Instance:
     cpu_initializing: bool = False
     requests: dict = field(default_factory=dict)  # cpu (m), memory (bytes)
     samples: dict = field(default_factory=dict)
+    #: The HPA's cpu verdict from the start and readiness-transition times (`cpu_set_aside`), when
+    #: they are known; None: set aside when not ready or `cpu_initializing` (replay gives those).
+    cpu_unready: bool | None = None
+
+
+#: The HPA's defaults (--horizontal-pod-autoscaler-cpu-initialization-period, -initial-readiness-delay).
+CPU_INITIALIZATION_S, INITIAL_READINESS_DELAY_S = 300.0, 30.0
+
+
+def cpu_set_aside(ready: bool, started: float, ready_since: float, sample_at: float | None,
+                  sample_window: float | None, now: float) -> bool:
+    """groupPods' cpu rule: within the cpu initialization period after the start, an instance is set
+    aside when unready or when its sample's window reaches back before its last readiness change;
+    after it, only when it is unready and has never been ready (its last change came within the
+    initial readiness delay of the start)."""
+    if started + CPU_INITIALIZATION_S > now:
+        if sample_at is None or sample_window is None:
+            return True
+        return not ready or sample_at < ready_since + sample_window
+    return not ready and started + INITIAL_READINESS_DELAY_S > ready_since
 
 
 class NoMetrics(Exception):
@@ -56,7 +76,8 @@ def _group(instances, metric: str):
         if metric not in i.samples or i.samples[metric] is None:
             missing.append(i.name)
             continue
-        if metric == "cpu" and (not i.ready or i.cpu_initializing):
+        aside = i.cpu_unready if i.cpu_unready is not None else not i.ready or i.cpu_initializing
+        if metric == "cpu" and aside:
             unready.append(i.name)
             continue
         ready += 1

@@ -101,7 +101,7 @@ class AutoscaleController:
         previous = previous if isinstance(previous, Mapping) else None
         requests = vertical_requests(service, previous) or dict(service_doc.resources(service))
         observed = {name: snapshot.get(f"{OBSERVED_INSTANCES}{tenant}/{name}") for name in names}
-        insts = [self._instance(name, observed[name], requests, fresh) for name in names]
+        insts = [self._instance(name, observed[name], requests, fresh, now) for name in names]
         insts = _share_totals(insts, fresh, set(names))
         doc: dict[str, Any] = {"service": full}
         h = service_doc.horizontal(service)
@@ -146,7 +146,7 @@ class AutoscaleController:
                 "floor": d.floor, "history": d.history, "min": h.get("min"), "max": h.get("max"),
                 "_current": current}
 
-    def _instance(self, name, observed, resources, fresh) -> calc.Instance:
+    def _instance(self, name, observed, resources, fresh, now) -> calc.Instance:
         requests = {"cpu": resources.get("cpu"), "memory": resources.get("memory")}
         if not isinstance(observed, Mapping):
             return calc.Instance(name, state=calc.PENDING, ready=False, requests=requests)
@@ -157,8 +157,26 @@ class AutoscaleController:
         for metric, by_src in fresh.items():
             if name in by_src:
                 samples[metric] = by_src[name]["value"]
-        return calc.Instance(name, state=_STATE.get(observed.get("state"), calc.PENDING),
-                             ready=bool(observed.get("ready")), requests=requests, samples=samples)
+        ready = bool(observed.get("ready"))
+        return calc.Instance(name, state=_STATE.get(observed.get("state"), calc.PENDING), ready=ready,
+                             requests=requests, samples=samples,
+                             cpu_unready=_cpu_unready(observed, ready, now))
+
+
+def _cpu_unready(observed: Mapping[str, Any], ready: bool, now: float) -> bool | None:
+    """The HPA's cpu set-aside from the agent's `started`, `ready_since` and the cpu sample's `at`
+    and `window` (agent/reconcile.py, agent/telemetry.py); None when the report lacks the times."""
+    started, since = observed.get("started"), observed.get("ready_since")
+    if not _number(started) or not _number(since):
+        return None
+    usage = observed_instance.usage(observed)
+    at, window = usage.get("at"), usage.get("window")
+    return calc.cpu_set_aside(ready, started, since, at if _number(at) else None,
+                              window if _number(window) else None, now)
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def _window_usage(insts, observed, now_ms) -> list[list]:
@@ -238,5 +256,6 @@ def _share_totals(insts, fresh, names: set) -> list:
     if not shares:
         return insts
     return [calc.Instance(i.name, i.state, i.ready, i.cpu_initializing, i.requests,
-                          {**{m: v for m, v in shares.items() if i.state == calc.RUNNING}, **i.samples})
+                          {**{m: v for m, v in shares.items() if i.state == calc.RUNNING}, **i.samples},
+                          i.cpu_unready)
             for i in insts]

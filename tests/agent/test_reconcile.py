@@ -48,8 +48,10 @@ def test_starts_missing_instances_and_reports_starting_then_running(clock: Clock
     assert observed["observed/instance/default/web-a"]["state"] == "starting"
     clock.now += 1
     doc = rec.reconcile(want(instance("web-a"), instance("web-b")))["observed/instance/default/web-a"]
+    started, ready_since = doc.pop("started"), doc.pop("ready_since")
     assert doc == {"node": "n1", "state": "running", "ip": None, "restarts": 0, "reason": None,
                    "health": None, "ready": True}
+    assert started is not None and isinstance(ready_since, float)  # for the autoscaler's cpu rule
     assert [s.state for s in runtime.list()] == ["running", "running"]
 
 
@@ -232,3 +234,19 @@ def test_without_a_batch_source_the_tick_asks_each_instance(clock: Clock) -> Non
     rec.reconcile(specs)
     assert sorted(asked) == ["default/web-a", "default/web-a", "default/web-b", "default/web-b"]
     assert len(runtime.rewritten) == 2
+
+
+def test_ready_since_is_the_wall_time_readiness_last_changed(clock: Clock) -> None:
+    """Reported with every running instance; it moves only when readiness flips (no rewrite storm)."""
+    runtime = make(clock)[0]
+    wall = [5000.0]
+    rec = Reconciler("n1", runtime, clock=clock, workers=1, wall=lambda: wall[0])
+    rec.reconcile(want(instance("web-a")))
+    clock.now += 1
+    wall[0] = 5001.0
+    first = rec.reconcile(want(instance("web-a")))["observed/instance/default/web-a"]
+    assert first["ready"] is True and first["ready_since"] == 5001.0
+    clock.now += 1
+    wall[0] = 5002.0
+    again = rec.reconcile(want(instance("web-a")))["observed/instance/default/web-a"]
+    assert again["ready_since"] == 5001.0

@@ -55,14 +55,15 @@ def test_the_first_sample_has_no_cpu_not_a_zero() -> None:
     now = [0.0]
     runtime = FakeRuntime()
     runtime.usage["t/a"] = Usage(100.0, 10 << 20, 2)  # 100 cpu-seconds already spent
-    telemetry = Telemetry(runtime, interval=10, refresh=60, clock=lambda: now[0])
+    telemetry = Telemetry(runtime, interval=10, refresh=60, clock=lambda: now[0], wall=lambda: 7000 + now[0])
     telemetry.sample(["t/a"])
     assert "cpu" not in telemetry.usage("t/a") and "cpu_p95" not in telemetry.usage("t/a")
     now[0] = 10.0
     runtime.usage["t/a"] = Usage(110.0, 10 << 20, 2)  # a whole cpu; nothing else moved
     telemetry.sample(["t/a"])
-    assert telemetry.usage("t/a") == {"cpu": 1000, "memory": 10 << 20, "pids": 2,
-                                      "cpu_p95": 1000, "memory_p95": 10 << 20}  # written at once
+    assert telemetry.usage("t/a") == {"cpu": 1000, "memory": 10 << 20, "pids": 2,  # written at once
+                                      "cpu_p95": 1000, "memory_p95": 10 << 20,
+                                      "at": 7010.0, "window": 10.0}  # when, and over how long
 
 
 def test_the_p95_covers_the_window_and_forgets_older_samples() -> None:

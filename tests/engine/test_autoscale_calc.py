@@ -101,3 +101,28 @@ def test_no_samples_is_an_error_not_a_count():
 ])
 def test_event_replicas(current, value, k, expected):
     assert calc.event_replicas(current, value, k) == expected
+
+
+@pytest.mark.parametrize(("case", "ready", "started", "since", "at", "window", "aside"), [
+    # inside the 5-minute cpu initialization period (now = 1000)
+    ("young, ready long enough before the sample", True, 900, 905, 990, 10, False),
+    ("young, the sample's window reaches back before it became ready", True, 900, 985, 990, 10, True),
+    ("young, unready", False, 900, 905, 990, 10, True),
+    ("young, no sample time", True, 900, 905, None, None, True),
+    # past it
+    ("old, ready", True, 100, 110, 990, 10, False),
+    ("old, unready but it had been ready (went unready later)", False, 100, 500, 990, 10, False),
+    ("old, unready and never ready (last change within 30 s of the start)", False, 100, 110, 990, 10, True),
+])
+def test_cpu_set_aside_is_the_hpas_rule(case, ready, started, since, at, window, aside):
+    assert calc.cpu_set_aside(ready, started, since, at, window, 1000.0) is aside, case
+
+
+def test_a_known_verdict_replaces_the_ready_and_initializing_flags():
+    """An unready instance past its initialization that had been ready counts with its sample."""
+    req = {"cpu": 1000}
+    counted = calc.Instance("a", ready=False, requests=req, samples={"cpu": 900}, cpu_unready=False)
+    other = calc.Instance("b", requests=req, samples={"cpu": 900})
+    assert calc.resource_replicas(2, 50, "cpu", [counted, other]).ready == 2
+    aside = calc.Instance("a", ready=False, requests=req, samples={"cpu": 900})
+    assert calc.resource_replicas(2, 50, "cpu", [aside, other]).ready == 1

@@ -143,3 +143,22 @@ def test_vertical_uses_each_instances_window_p95_before_its_current_sample():
         facts[f"observed/instance/default/web-{i}"] = {"state": "running", "ready": True, "usage": usage}
     doc = decide(AutoscaleController(), Snapshot(1, MappingProxyType(facts)), T0)
     assert doc["vertical"]["cpu"]["p95"] == 350 and doc["requests"] == {"cpu": 500}, doc
+
+
+def test_a_young_instance_whose_sample_reaches_back_before_it_became_ready_is_set_aside_for_cpu():
+    """The agents report `started`, `ready_since` and the cpu sample's `at`/`window`: the live
+    controller applies the HPA's cpu initialization rule (engine/autoscale/calc.cpu_set_aside)."""
+    snap = world(2, cpu=400)
+    facts = dict(snap.values)
+    young = {**facts["observed/instance/default/web-0"], "started": T0 - 60, "ready_since": T0 - 15,
+             "usage": {"cpu": 400, "memory": 1, "at": T0 - 10, "window": 10}}
+    settled = {**facts["observed/instance/default/web-1"], "started": T0 - 3600, "ready_since": T0 - 3590,
+               "usage": {"cpu": 400, "memory": 1, "at": T0 - 10, "window": 10}}
+    facts["observed/instance/default/web-0"], facts["observed/instance/default/web-1"] = young, settled
+    doc = decide(AutoscaleController(), Snapshot(1, MappingProxyType(facts)), T0)
+    cpu = next(t for t in doc["terms"] if t["metric"] == "cpu")
+    assert (cpu["ready"], cpu["unready"]) == (1, 1), cpu
+    facts["observed/instance/default/web-0"] = {**young, "ready_since": T0 - 30}  # a whole window ready
+    doc = decide(AutoscaleController(), Snapshot(1, MappingProxyType(facts)), T0)
+    cpu = next(t for t in doc["terms"] if t["metric"] == "cpu")
+    assert (cpu["ready"], cpu["unready"]) == (2, 0), cpu
