@@ -7,6 +7,7 @@ starts with an empty recommendation history; the result is one decision per step
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 
@@ -70,7 +71,9 @@ def _service(text) -> dict:
     return doc
 
 
-def _instance(raw, where: str, defaults: dict) -> calc.Instance:
+def _instance(raw, where: str) -> calc.Instance:
+    """One instance of a step; a request it does not state is None (the service's current
+    requests, which a vertical change moves, fill it in: `_requested`)."""
     if not isinstance(raw, dict) or not isinstance(raw.get("name"), str):
         raise ReplayError(f"{where}: expected an object with a name")
     unknown = set(raw) - _INSTANCE_FIELDS
@@ -82,7 +85,7 @@ def _instance(raw, where: str, defaults: dict) -> calc.Instance:
     if "started" in raw:
         started = raw["started"]
         (_time if isinstance(started, str) and "T" in started else _duration)(started, f"{where}.started")
-    requests = {"cpu": defaults.get("cpu"), "memory": defaults.get("memory")}
+    requests: dict = {"cpu": None, "memory": None}
     samples = {}
     if "cpu_request_m" in raw:
         requests["cpu"] = _number(raw["cpu_request_m"], f"{where}.cpu_request_m")
@@ -114,7 +117,6 @@ def load(data) -> dict:
     raw_steps = data.get("steps")
     if not isinstance(raw_steps, list) or not raw_steps:
         raise ReplayError("steps: expected a non-empty list")
-    defaults = service_doc.resources(doc)
     steps, previous = [], None
     for n, raw in enumerate(raw_steps):
         where = f"steps[{n}]"
@@ -129,7 +131,7 @@ def load(data) -> dict:
             rows = raw.get("instances", [])
             if not isinstance(rows, list):
                 raise ReplayError(f"{where}.instances: expected a list")
-            insts = [_instance(r, f"{where}.instances[{i}]", defaults) for i, r in enumerate(rows)]
+            insts = [_instance(r, f"{where}.instances[{i}]") for i, r in enumerate(rows)]
             events = raw.get("events", {})
             if not isinstance(events, dict):
                 raise ReplayError(f"{where}.events: expected an object of source to number")
@@ -149,8 +151,9 @@ def run(data, tz: str = "UTC") -> list[dict]:
     requests = dict(service_doc.resources(doc))
     windows: dict[str, list[tuple]] = {}  # instance → its (at, cpu, memory) samples in the window
     vstate, out = {}, []
-    for at, insts, events in plan["steps"]:
+    for at, stated, events in plan["steps"]:
         now = plan["start"] + at
+        insts = [_requested(i, requests) for i in stated]
         row = {"at": _at(at)}
         if h:
             d = horizontal.decide(h, current, insts, events, now, history, tz)
@@ -171,6 +174,13 @@ def run(data, tz: str = "UTC") -> list[dict]:
                                "memory_mi": (requests.get("memory") or 0) // MI or None}
         out.append(row)
     return out
+
+
+def _requested(inst: calc.Instance, requests: dict) -> calc.Instance:
+    """`inst` with the service's current requests where the file states none: after a vertical
+    change the horizontal cpu/memory terms use the applied requests, as the live controller does."""
+    filled = {k: v if v is not None else requests.get(k) for k, v in inst.requests.items()}
+    return dataclasses.replace(inst, requests=filled)
 
 
 def _window_p95(samples: list[tuple], index: int) -> float | None:

@@ -98,3 +98,14 @@ def test_vertical_ignores_small_changes_and_clamps():
     out, state, _, _ = vertical.recommend({"cpu": {"min": 1, "max": 9000}}, {"cpu": 1000},
                                           [[0, 730, None]], 0, {})
     assert out == {"cpu": 1000} and state == {}
+
+
+def test_after_a_vertical_change_the_cpu_term_uses_the_applied_request():
+    """As the live controller: once the vertical block raised the request to 1000m, 700m of usage is
+    70 %, not 140 % of the user's 500m (the instances state no request of their own)."""
+    both = ("vertical { cpu { min 100m max 2 }  stabilization { scale_up 0s } }")
+    steps = [{"at": f"{s}s", "instances": [{"name": f"web-{n}", "cpu_usage_m": 700} for n in range(3)]}
+             for s in (0, 15)]
+    rows = replay.run({"service": SERVICE % both, "start": "2026-01-05T09:00:00Z", "steps": steps})
+    assert rows[0]["vertical"]["cpu_m"] == 1000  # raised in the first step (no wait)
+    assert rows[1]["recommended"] == 4, rows[1]  # ceil(3 × 70/60): the 1000m request; with 500m, 7
