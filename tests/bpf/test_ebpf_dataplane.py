@@ -295,3 +295,102 @@ def test_inspect_reads_the_maps_with_their_counters(plane):
         a.close()
         server.kill()
         server.wait()
+
+
+UDP_ECHO = """
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.bind(("127.0.0.4", {port})); print("ready", flush=True)
+while True:
+    data, peer = s.recvfrom(64)
+    s.sendto(data, peer)  # an unconnected server's reply: sendmsg4 runs on it
+"""
+
+
+def _udp_ask(src: str, port: int, timeout: float = 0.5) -> bool:
+    """One datagram from `src` to the UDP echo server: True when its echo came back."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.settimeout(timeout)
+        s.bind((src, 0))
+        s.sendto(b"ping", ("127.0.0.4", port))
+        try:
+            return s.recvfrom(16)[0] == b"ping"
+        except OSError:
+            return False
+
+
+def test_udp_server_replies_do_not_open_it_to_denied_sources(plane):
+    """A UDP server's replies (sendto from an unconnected socket) make no client flow of it: a source
+    no rule allows gets nothing, before and after an allowed client has been served; revoking the
+    allowed source cuts it although the server answered it."""
+    dp = plane()
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        probe.bind(("127.0.0.4", 0))
+        port = probe.getsockname()[1]
+    server = subprocess.Popen([sys.executable, "-c",
+                               f"import os, socket\nopen({str(dp.programs.cgroup / 'cgroup.procs')!r}, 'w')"
+                               ".write(str(os.getpid()))\n" + UDP_ECHO.format(port=port)],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert server.stdout.readline().strip() == "ready"
+        identities = {"payments/db": frozenset({"127.0.0.4"}), "frontend/web": frozenset({"127.0.0.5"}),
+                      "frontend/other": frozenset({"127.0.0.6"})}
+        policy = PolicyIngress("payments/db", frozenset({"127.0.0.4"}),
+                               frozenset({("frontend/web", port, "udp")}))
+        dp.apply(DataPlaneState(identities=identities, policies={"payments/db": policy}))
+
+        assert not _udp_ask("127.0.0.6", port), "a denied source must get no answer"
+        assert _udp_ask("127.0.0.5", port), "an allowed source must be answered"
+        assert _udp_ask("127.0.0.5", port)
+        for _ in range(3):
+            assert not _udp_ask("127.0.0.6", port), "serving an allowed client must not open the server"
+        assert _udp_ask("127.0.0.7", port), "the node itself is always admitted"
+        assert not _udp_ask("127.0.0.6", port)
+        assert dp.counters()["dropped"]["payments/db"] >= 5
+
+        revoked = PolicyIngress("payments/db", frozenset({"127.0.0.4"}), frozenset())
+        dp.apply(DataPlaneState(identities=identities, policies={"payments/db": revoked}))
+        assert not _udp_ask("127.0.0.5", port), "a revoked source is cut although it was answered"
+    finally:
+        server.kill()
+        server.wait()
+
+
+UDP_CLIENT = """
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.settimeout(2)
+s.bind(("127.0.0.4", 0)); s.sendto(b"ping", ("127.0.0.6", {port}))
+print(s.recvfrom(16)[0].decode(), s.getsockname()[1], flush=True)
+s.settimeout(1)
+try:
+    print("got", s.recvfrom(16)[0].decode(), flush=True)
+except OSError:
+    print("nothing", flush=True)
+"""
+
+
+def test_udp_client_under_policy_hears_only_the_peer_it_sent_to(plane):
+    """An unconnected UDP client in a policed identity gets the reply of the peer it sent to (a flow
+    it opened), while another socket of that same peer address is still refused by policy."""
+    dp = plane()
+    identities = {"payments/db": frozenset({"127.0.0.4"}), "frontend/other": frozenset({"127.0.0.6"})}
+    policy = PolicyIngress("payments/db", frozenset({"127.0.0.4"}), frozenset())
+    dp.apply(DataPlaneState(identities=identities, policies={"payments/db": policy}))
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as peer, \
+            socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as other:
+        peer.bind(("127.0.0.6", 0))
+        other.bind(("127.0.0.6", 0))
+        peer.settimeout(5)
+        procs = str(dp.programs.cgroup / "cgroup.procs")
+        client = subprocess.Popen([sys.executable, "-c",
+                                   f"import os, socket\nopen({procs!r}, 'w').write(str(os.getpid()))\n"
+                                   + UDP_CLIENT.format(port=peer.getsockname()[1])],
+                                  stdout=subprocess.PIPE, text=True)
+        try:
+            data, addr = peer.recvfrom(16)
+            peer.sendto(b"pong", addr)
+            reply, client_port = client.stdout.readline().split()
+            assert reply == "pong", "the reply on a flow the client opened passes"
+            other.sendto(b"intruder", ("127.0.0.4", int(client_port)))
+            assert client.stdout.readline().strip() == "nothing", "another port of the peer is policed"
+        finally:
+            client.kill()
+            client.wait()
