@@ -22,6 +22,7 @@ from pathlib import Path
 
 from ccattler.agent.dataplane.base import Backend, DataPlane, DataPlaneState, Frontend, PolicyIngress
 from ccattler.agent.dataplane.inspect import service_label, tuple_label
+from ccattler.agent.dataplane.nft_changes import InvalidServiceState, check_ip, validated
 from ccattler.bpf import maps
 from ccattler.bpf.loader import NodePrograms
 from ccattler.bpf.syscall import Map
@@ -68,10 +69,34 @@ class EbpfDataPlane(DataPlane):
 
     # -- apply ----------------------------------------------------------------------------------
     def apply(self, state: DataPlaneState) -> None:
-        self._apply_services(state.services)
-        self._apply_policy(state)
+        """Bad input is refused (InvalidServiceState) before anything changes. A write the kernel
+        refuses half way makes this plane forget its record (`repair`): the next apply reads the
+        maps back and writes what they lack, instead of trusting a record of what never landed."""
+        self._check(state)
+        try:
+            self._apply_services(state.services)
+            self._apply_policy(state)
+        except BaseException:
+            self.repair()
+            raise
         if self.fallback is not None:
             self.fallback.apply(DataPlaneState(services=state.services, external=state.external))
+
+    @staticmethod
+    def _check(state: DataPlaneState) -> None:
+        """Everything the maps cannot hold, refused before the first write (the record included)."""
+        for front, backends in state.services.items():
+            validated("service", front, backends)
+        for name, ips in state.identities.items():
+            for ip in ips:
+                check_ip(ip, f"identity {name}: address")
+        for name, policy in state.policies.items():
+            for ip in policy.local_ips:
+                check_ip(ip, f"policy of {name}: local address")
+            for src, port, proto in policy.allowed:
+                if proto not in maps.PROTO_NUMBERS or not isinstance(port, int) or not 0 <= port < 65536:
+                    raise InvalidServiceState(f"policy of {name}: ({src}, {port}, {proto}) is not a port "
+                                              f"0-65535 and one of {', '.join(maps.PROTO_NUMBERS)}")
 
     def admit(self, identity: str, ip: str) -> None:
         """Fail closed: `ip` maps to `identity` in the ipcache before its instance starts, so the

@@ -394,3 +394,41 @@ def test_udp_client_under_policy_hears_only_the_peer_it_sent_to(plane):
         finally:
             client.kill()
             client.wait()
+
+
+def test_a_failed_apply_does_not_wedge_the_plane(plane, monkeypatch):
+    """Bad input is refused before anything changes, and neither it nor a bpf() call failing half
+    way leaves the plane's record claiming what the kernel lacks: the next valid apply converges."""
+    from ccattler.agent.dataplane.nft_changes import InvalidServiceState
+    from ccattler.bpf.syscall import BpfError, Map
+
+    dp = plane()
+    first = DataPlaneState(services={VIP: (Backend("127.0.0.2", 8080),)})
+    dp.apply(first)
+    with pytest.raises(InvalidServiceState, match="protocol"):
+        dp.apply(DataPlaneState(services={**first.services, Frontend("10.96.77.5", 80, "sctp"): ()}))
+    with pytest.raises(InvalidServiceState, match="10.96.77.300"):
+        dp.apply(DataPlaneState(services={Frontend("10.96.77.300", 80): ()}))
+    with pytest.raises(InvalidServiceState, match="10.0.0.999"):
+        dp.apply(DataPlaneState(services=first.services, identities={"a/b": frozenset({"10.0.0.999"})}))
+    assert dp.programmed().services == first.services  # nothing changed
+    second = DataPlaneState(services={VIP: (Backend("127.0.0.2", 8080), Backend("127.0.0.3", 8080)),
+                                      Frontend("10.96.77.5", 53, "udp"): (Backend("127.0.0.3", 53),)})
+    dp.apply(second)  # the refused applies left nothing behind (before: KeyError 'sctp' forever)
+    assert dp.programmed().services == second.services
+
+    real = Map.update_many
+
+    def failing(self, pairs, chunk=8192):
+        if self.info.name == "cca_services" and pairs:
+            raise BpfError(28, "update in cca_services: No space left on device")
+        return real(self, pairs, chunk)
+
+    third = DataPlaneState(services={**second.services,
+                                     Frontend("10.96.77.6", 80): (Backend("127.0.0.4", 80),)})
+    monkeypatch.setattr(Map, "update_many", failing)
+    with pytest.raises(BpfError):
+        dp.apply(third)
+    monkeypatch.setattr(Map, "update_many", real)
+    dp.apply(third)  # the same state again: the kernel lacks the frontend, so it must be written
+    assert dp.programmed().services == third.services
