@@ -432,3 +432,60 @@ def test_a_failed_apply_does_not_wedge_the_plane(plane, monkeypatch):
     monkeypatch.setattr(Map, "update_many", real)
     dp.apply(third)  # the same state again: the kernel lacks the frontend, so it must be written
     assert dp.programmed().services == third.services
+
+
+class UdpEcho:
+    """A UDP server on a loopback address answering each datagram with its own name."""
+
+    def __init__(self, ip: str) -> None:
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.sock.bind((ip, 0))
+        self.ip, self.port = self.sock.getsockname()
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                _, peer = self.sock.recvfrom(64)
+                self.sock.sendto(self.ip.encode(), peer)
+            except OSError:
+                return
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+UDP_VIP = Frontend("10.96.77.10", 53, "udp")
+
+UDP_COUNT = """
+c = collections.Counter(); froms = set()
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.settimeout(3)
+for _ in range(100):  # unconnected: every sendto is translated, every recvfrom shows the VIP
+    s.sendto(b"q", ("10.96.77.10", 53)); data, peer = s.recvfrom(32)
+    c[data.decode()] += 1; froms.add(peer)
+print(dict(c)); print(sorted(froms))
+c = collections.Counter(); peers = set()
+for _ in range(100):  # connected: translated once at connect, getpeername shows the VIP
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.settimeout(3)
+    s.connect(("10.96.77.10", 53)); s.send(b"q"); data, peer = s.recvfrom(32)
+    c[data.decode()] += 1; peers.add(s.getpeername()); peers.add(peer); s.close()
+print(dict(c)); print(sorted(peers))
+"""
+
+
+def test_udp_socket_lb_translates_sendto_and_connect_and_shows_the_vip(plane):
+    a, b = UdpEcho("127.0.0.2"), UdpEcho("127.0.0.3")
+    try:
+        dp = plane()
+        dp.apply(DataPlaneState(services={UDP_VIP: (Backend(a.ip, a.port), Backend(b.ip, b.port))}))
+        out = _in_cgroup(dp, UDP_COUNT)
+        assert out.returncode == 0, out.stderr
+        unconnected, froms, connected, peers = out.stdout.splitlines()
+        for counts in (eval(unconnected), eval(connected)):
+            assert set(counts) == {"127.0.0.2", "127.0.0.3"} and min(counts.values()) > 20, counts
+        assert froms == "[('10.96.77.10', 53)]", "recvfrom shows the VIP, not the backend"
+        assert peers == "[('10.96.77.10', 53)]", "getpeername and recvfrom show the VIP"
+        assert dp.counters()["services"]["10.96.77.10:53/udp"] == 200  # 100 sendto + 100 connect
+    finally:
+        a.close()
+        b.close()
