@@ -307,7 +307,8 @@ while True:
 
 
 def _udp_ask(src: str, port: int, timeout: float = 0.5) -> bool:
-    """One datagram from `src` to the UDP echo server: True when its echo came back."""
+    """One datagram from `src` to the UDP echo server: True when its echo came back within
+    `timeout` (an answer expected: ask with a long one, it returns as soon as the echo comes)."""
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
         s.settimeout(timeout)
         s.bind((src, 0))
@@ -339,11 +340,11 @@ def test_udp_server_replies_do_not_open_it_to_denied_sources(plane):
         dp.apply(DataPlaneState(identities=identities, policies={"payments/db": policy}))
 
         assert not _udp_ask("127.0.0.6", port), "a denied source must get no answer"
-        assert _udp_ask("127.0.0.5", port), "an allowed source must be answered"
-        assert _udp_ask("127.0.0.5", port)
+        assert _udp_ask("127.0.0.5", port, timeout=5), "an allowed source must be answered"
+        assert _udp_ask("127.0.0.5", port, timeout=5)
         for _ in range(3):
             assert not _udp_ask("127.0.0.6", port), "serving an allowed client must not open the server"
-        assert _udp_ask("127.0.0.7", port), "the node itself is always admitted"
+        assert _udp_ask("127.0.0.7", port, timeout=5), "the node itself is always admitted"
         assert not _udp_ask("127.0.0.6", port)
         assert dp.counters()["dropped"]["payments/db"] >= 5
 
@@ -474,10 +475,16 @@ print(dict(c)); print(sorted(peers))
 
 
 def test_udp_socket_lb_translates_sendto_and_connect_and_shows_the_vip(plane):
+    """Also under a deny-all policy on the client's own address: the backends' replies pass as
+    replies on the flows the client's sockets opened (to the backend the VIP was translated to)."""
     a, b = UdpEcho("127.0.0.2"), UdpEcho("127.0.0.3")
     try:
         dp = plane()
-        dp.apply(DataPlaneState(services={UDP_VIP: (Backend(a.ip, a.port), Backend(b.ip, b.port))}))
+        client = PolicyIngress("shop/client", frozenset({"127.0.0.1"}), frozenset())
+        dp.apply(DataPlaneState(services={UDP_VIP: (Backend(a.ip, a.port), Backend(b.ip, b.port))},
+                                identities={"shop/client": frozenset({"127.0.0.1"}),
+                                            "shop/backend": frozenset({"127.0.0.2", "127.0.0.3"})},
+                                policies={"shop/client": client}))
         out = _in_cgroup(dp, UDP_COUNT)
         assert out.returncode == 0, out.stderr
         unconnected, froms, connected, peers = out.stdout.splitlines()
