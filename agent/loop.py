@@ -62,6 +62,7 @@ class AgentLoop:
         self._services_synced = 0.0     # monotonic time of the last data-plane-only sync
         self._tunnel: AgentTunnel | None = None
         self._stop = threading.Event()
+        self._document_changed = False  # node_doc changed since it was last registered
 
     def reconnect(self, client: Any) -> None:
         """Carry on over `client` (a renewed certificate's connection): the streams of the old one
@@ -82,6 +83,11 @@ class AgentLoop:
             while not stop.is_set():
                 if heartbeat is None or not heartbeat.alive:
                     heartbeat = self._register(heartbeat, stop)
+                elif self._plane_moved():  # the document under the live lease names another plane
+                    fresh = self._register(None, stop)
+                    if fresh is not None:
+                        heartbeat.stop()  # its lease is revoked: the document moved to the new one
+                        heartbeat = fresh
                 urgent = self._drain(self._wait_time())
                 # Containers are kept while the server is away. Cluster-wide documents (endpoints
                 # of every service) change often and rarely matter to the containers: they wait for
@@ -122,7 +128,24 @@ class AgentLoop:
             stop.wait(pause)
             return None
         self._register_backoff.reset()
+        self._document_changed = False
         return self.client.heartbeat(lease, interval=self.ttl / 3)
+
+    def _plane_moved(self) -> bool:
+        """True (the document updated, to be registered again) when the node's data plane is not
+        the one its document names: `--dataplane auto` fell back to nftables when the eBPF plane
+        could not be set up, and `cca get nodes -o wide` must show the plane actually used."""
+        if self._document_changed:  # registering it failed last time: again
+            return True
+        shown = self.node_doc.get("dataplane")
+        plane = getattr(self.core, "dataplane", None)
+        name = getattr(plane, "name", None)
+        if shown is None or name is None or name == shown:
+            return False
+        log.info("data plane: %s, not %s: registering the node document again", name, shown)
+        self.node_doc["dataplane"] = name
+        self._document_changed = True
+        return True
 
     def _watch(self, from_revision: int) -> None:
         """Start a watcher thread; events of older watchers are ignored by generation."""

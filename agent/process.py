@@ -169,6 +169,18 @@ class AgentOptions:
     #: The first registration waits a random delay below this (`--start-jitter`): many agents
     #: started together (a rack's power-on, a fleet restart) then do not all register at once.
     start_jitter: float = 0.0
+    #: `--dataplane` as asked: `auto` stays `auto` for the node's core (the document shows what
+    #: `resolve_kind` guessed), so the core can still fall back when attaching fails.
+    dataplane: str = "nftables"
+
+
+def core_dataplane(document: Mapping[str, Any], requested: str) -> str:
+    """The data plane kind a node's core makes: "memory" for a node without a network of its own
+    (its document names no plane), `auto` as asked, else the plane its document names."""
+    shown = document.get("dataplane")
+    if not shown:
+        return "memory"
+    return "auto" if requested == "auto" else shown
 
 
 def make_core(name: str, kind: str, state_dir: Path, bridge: str, runc_root: Path | None,
@@ -205,7 +217,7 @@ def start(options: AgentOptions) -> list[NodeAgent]:
     sim = options.runtime == "sim"
     return [NodeAgent(s, make_core(s.name, options.runtime, options.state_dir / s.name if sim
                                    else options.state_dir, options.bridge, options.runc_root, overlay,
-                                   options.cluster_cidr, s.document.get("dataplane") or "memory",
+                                   options.cluster_cidr, core_dataplane(s.document, options.dataplane),
                                    options.metric_interval),
                       options.ttl, options.tick, options.start_jitter).start()
             for s in settings]

@@ -4,9 +4,13 @@
  * Socket load balancing (Cilium's socket LB): connect4/sendmsg4 translate a VIP:port to a backend
  * once per connection (no per-packet NAT), recvmsg4/getpeername4 show the VIP back.
  * Policy: cgroup_skb/ingress admits a packet into a default-deny destination identity only when
- * (destination, source identity, port, protocol) is in `cca_policy`; replies to connections the
- * node's own sockets opened pass (their cookies are in `cca_clients`). Revoking a tuple cuts live
- * connections at their next packet. */
+ * (destination, source identity, port, protocol) is in `cca_policy`; replies to flows the node's own
+ * sockets opened pass: `cca_clients` holds (socket cookie, peer address, peer port) for each peer a
+ * socket connected or sent to first, and only a packet from that very peer to that socket matches.
+ * A UDP server's reply is not such a flow: a peer a socket heard from first is noted in
+ * `cca_inbound`, and sendmsg4 to it marks nothing (so a reply never opens the server to anyone, and
+ * revoking the peer's tuple still cuts it). Revoking a tuple cuts live connections at their next
+ * packet. */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_endian.h>
@@ -41,9 +45,16 @@ struct {
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, 262144);
-	__type(key, __u64);
+	__type(key, struct flow_key);
 	__type(value, __u8);
 } cca_clients SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 262144);
+	__type(key, struct flow_key);
+	__type(value, __u8);
+} cca_inbound SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -88,26 +99,34 @@ static __always_inline int translate(struct bpf_sock_addr *ctx, __u8 proto)
 	return 1;
 }
 
-static __always_inline void mark_client(void *ctx)
+/* The socket opens a flow to the peer it connects or sends to (after translation: the backend). */
+static __always_inline void mark_client(struct bpf_sock_addr *ctx, int unless_inbound)
 {
-	__u64 cookie = bpf_get_socket_cookie(ctx);
+	struct flow_key key = {.cookie = bpf_get_socket_cookie(ctx), .addr = ctx->user_ip4,
+			       .port = (__u16)ctx->user_port};
+	if (unless_inbound && bpf_map_lookup_elem(&cca_inbound, &key))
+		return; /* a reply to a peer that spoke first: its packets stay under policy */
 	__u8 one = 1;
-	bpf_map_update_elem(&cca_clients, &cookie, &one, BPF_ANY);
+	bpf_map_update_elem(&cca_clients, &key, &one, BPF_ANY);
 }
 
 SEC("cgroup/connect4")
 int cca_connect4(struct bpf_sock_addr *ctx)
 {
 	__u8 proto = ctx->type == 1 /* SOCK_STREAM */ ? PROTO_TCP : PROTO_UDP;
-	mark_client(ctx);
-	return translate(ctx, proto);
+	if (!translate(ctx, proto))
+		return 0;
+	mark_client(ctx, 0);
+	return 1;
 }
 
 SEC("cgroup/sendmsg4")
 int cca_sendmsg4(struct bpf_sock_addr *ctx)
 {
-	mark_client(ctx);
-	return translate(ctx, PROTO_UDP);
+	if (!translate(ctx, PROTO_UDP))
+		return 0;
+	mark_client(ctx, 1);
+	return 1;
 }
 
 static __always_inline void untranslate(struct bpf_sock_addr *ctx)
@@ -157,6 +176,16 @@ static __always_inline int allowed(__u32 dst, __u32 src, __u16 port, __u8 proto)
 	return 1;
 }
 
+/* A UDP datagram admitted from a peer the socket had not sent to first: the peer spoke first, so
+ * the socket's sends back to it are replies (sendmsg4 marks no client flow for them). */
+static __always_inline void note_inbound(struct flow_key *key)
+{
+	if (bpf_map_lookup_elem(&cca_clients, key) || bpf_map_lookup_elem(&cca_inbound, key))
+		return;
+	__u8 one = 1;
+	bpf_map_update_elem(&cca_inbound, key, &one, BPF_ANY);
+}
+
 SEC("cgroup_skb/ingress")
 int cca_ingress(struct __sk_buff *skb)
 {
@@ -166,27 +195,29 @@ int cca_ingress(struct __sk_buff *skb)
 	if (bpf_skb_load_bytes(skb, 0, &iph, sizeof(iph)) < 0)
 		return 1;
 	__u32 daddr = iph.daddr, saddr = iph.saddr;
+	__u8 proto = iph.protocol;
+	__u32 l4 = (iph.ihl & 0xf) * 4;
+	int l4ports = proto == PROTO_TCP || proto == PROTO_UDP;
+	__be16 ports[2] = {0, 0}; /* source, destination: network order */
+	int truncated = l4ports && bpf_skb_load_bytes(skb, l4, ports, sizeof(ports)) < 0;
+	struct flow_key flow = {.cookie = bpf_get_socket_cookie(skb), .addr = saddr, .port = ports[0]};
 	struct ipcache_val *dst = bpf_map_lookup_elem(&cca_ipcache, &daddr);
-	if (!dst)
+	__u32 dst_id = dst ? dst->identity : 0;
+	struct policed_val *policed = dst ? bpf_map_lookup_elem(&cca_policed, &dst_id) : 0;
+	if (!policed) {
+		if (proto == PROTO_UDP && !truncated)
+			note_inbound(&flow);
 		return 1;
-	__u32 dst_id = dst->identity;
-	struct policed_val *policed = bpf_map_lookup_elem(&cca_policed, &dst_id);
-	if (!policed)
-		return 1;
-	__u64 cookie = bpf_get_socket_cookie(skb);
-	if (bpf_map_lookup_elem(&cca_clients, &cookie))
-		return 1;
+	}
+	if (truncated)
+		return 0;
+	if (l4ports && bpf_map_lookup_elem(&cca_clients, &flow))
+		return 1; /* a reply on a flow this socket opened to this very peer */
 	struct ipcache_val *src = bpf_map_lookup_elem(&cca_ipcache, &saddr);
 	__u32 src_id = src ? src->identity : 0;
-	if (src_id == CCA_HOST_IDENTITY)
-		return 1;
-	__u8 proto = iph.protocol;
 	__u16 port = 0;
-	__u32 l4 = (iph.ihl & 0xf) * 4;
-	if (proto == PROTO_TCP || proto == PROTO_UDP) {
-		if (bpf_skb_load_bytes(skb, l4 + 2, &port, sizeof(port)) < 0)
-			return 0;
-		port = bpf_ntohs(port);
+	if (l4ports) {
+		port = bpf_ntohs(ports[1]);
 	} else if (proto == PROTO_ICMP) {
 		__u8 type = 0;
 		if (bpf_skb_load_bytes(skb, l4, &type, 1) < 0)
@@ -194,8 +225,11 @@ int cca_ingress(struct __sk_buff *skb)
 		if (type == 0 || type == 3 || type == 11) /* echo reply, unreachable, time exceeded */
 			return 1;
 	}
-	if (allowed(dst_id, src_id, port, proto))
+	if (src_id == CCA_HOST_IDENTITY || allowed(dst_id, src_id, port, proto)) {
+		if (proto == PROTO_UDP)
+			note_inbound(&flow);
 		return 1;
+	}
 	__sync_fetch_and_add(&policed->drops, 1);
 	return 0;
 }

@@ -23,8 +23,8 @@ PROGRAMS = {"cca_connect4": "connect4", "cca_sendmsg4": "sendmsg4", "cca_recvmsg
 _ATTACH_TYPES = {"cgroup_inet4_connect": "connect4", "cgroup_udp4_sendmsg": "sendmsg4",
                  "cgroup_udp4_recvmsg": "recvmsg4", "cgroup_inet4_getpeername": "getpeername4",
                  "cgroup_inet_ingress": "ingress"}
-MAPS = ("cca_services", "cca_backends", "cca_revnat", "cca_clients", "cca_ipcache", "cca_policy",
-        "cca_policed")
+MAPS = ("cca_services", "cca_backends", "cca_revnat", "cca_clients", "cca_inbound", "cca_ipcache",
+        "cca_policy", "cca_policed")
 
 
 class LoadError(RuntimeError):

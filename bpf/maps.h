@@ -39,6 +39,17 @@ struct revnat_val {
 	__u32 pad;
 };
 
+/* clients and inbound: one socket's flow with one peer (socket cookie, peer address, peer port in
+ * network order). clients: the socket connected or sent to the peer first, so the peer's packets to
+ * it are replies; inbound: the peer spoke first (a UDP server's client), so the socket's sends to it
+ * are replies and open nothing. */
+struct flow_key {
+	__u64 cookie;
+	__u32 addr;
+	__u16 port;
+	__u16 pad;
+};
+
 /* ipcache: an address → the numeric identity of the instance holding it (1 = the node itself). */
 struct ipcache_val {
 	__u32 identity;

@@ -21,6 +21,7 @@ LAYOUTS: dict[str, tuple[str, tuple[str, ...]]] = {
     "backend_key": ("=II", ("id", "slot")),
     "backend_val": ("=4sHH", ("addr", "port", "pad")),
     "revnat_val": ("=4s4sHHI", ("vip", "backend", "vport", "bport", "pad")),
+    "flow_key": ("=QIHH", ("cookie", "addr", "port", "pad")),
     "ipcache_val": ("=I", ("identity",)),
     "policy_key": ("=IIHBB", ("dst_id", "src_id", "port", "proto", "pad")),
     "policy_val": ("=Q", ("hits",)),

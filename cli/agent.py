@@ -175,7 +175,7 @@ def agent(
         documents=documents, runtime=kind, state_dir=state, server=server, node_id=node_id, token=token,
         token_server=token_server, ca=ca, context=context, bridge=bridge, runc_root=runc_root, ttl=ttl,
         tick=tick, vxlan=(vxlan_vni, vxlan_port), cluster_cidr=cluster_cidr, metric_interval=metric_interval,
-        start_jitter=start_jitter))
+        start_jitter=start_jitter, dataplane=dataplane))
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())

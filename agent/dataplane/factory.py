@@ -3,13 +3,18 @@
     nftables  the default: services, external ports and policy in nftables (agent/dataplane/nftables.py)
     ebpf      socket LB and policy in BPF maps, attached to the node's own container cgroup; the
               nftables plane stays beside it for external ports and node-originated VIP traffic
-    auto      ebpf when the BPF object builds and attaching to the node cgroup works, else nftables
+    auto      ebpf when this host can run it, else nftables: decided first by `resolve_kind` (what
+              the node document shows at registration: bpftool, a cgroup v2 hierarchy, the BPF
+              object builds, the node has a cgroup of its own), then again by `make_dataplane` when
+              the plane is made: loading or attaching failing then falls back to nftables (logged;
+              the agent re-registers its node document with the plane actually used)
     memory    keeps the state only (tests, simulated nodes)
 """
 
 from __future__ import annotations
 
 import logging
+import subprocess
 from pathlib import Path
 
 from ccattler.agent.dataplane.base import DataPlane
@@ -38,7 +43,8 @@ def check_kind(kind: str) -> str:
 
 def resolve_kind(kind: str, cgroup: str | None) -> str:
     """`auto` → `ebpf` when this host can load the BPF object and the node has a cgroup of its own
-    (the runc runtime's), else `nftables`; other kinds as they are. What the node document reports."""
+    (the runc runtime's), else `nftables`; other kinds as they are. What the node document reports
+    at registration; `make_dataplane("auto", …)` still falls back when attaching fails later."""
     check_kind(kind)
     if kind not in ("auto", "ebpf"):
         return kind
@@ -80,13 +86,28 @@ def make_dataplane(kind: str, node: str, *, bridge: str, gateway: str | None = N
     except DataPlaneUnavailable as exc:
         if kind == "ebpf":
             raise
-        log.warning("data plane auto: nftables (%s)", exc)
+        log.warning("data plane auto: falling back to nftables (%s)", exc)
+        _detach_ebpf(cgroup)  # whatever a half-made eBPF plane attached must not act beside nftables
         return nftables()
+
+
+def _detach_ebpf(cgroup: str | None) -> None:
+    if not cgroup or not cgroup.strip("/"):
+        return
+    from ccattler.bpf import loader
+
+    try:
+        problems = loader.NodePrograms(ebpf_pin_name(cgroup), cgroup.strip("/")).teardown()
+    except (loader.LoadError, OSError) as exc:
+        problems = [str(exc)]
+    for problem in problems:
+        log.warning("data plane auto: could not remove the eBPF programs: %s", problem)
 
 
 def _ebpf(node: str, cgroup: str | None, state_dir: Path | None, host: tuple[str, ...],
           fallback: DataPlane) -> DataPlane:
     from ccattler.bpf import loader
+    from ccattler.bpf.build import BuildError
 
     if not cgroup or not cgroup.strip("/"):
         raise DataPlaneUnavailable("the eBPF data plane needs a node cgroup of its own (the runc runtime's); "
@@ -101,5 +122,5 @@ def _ebpf(node: str, cgroup: str | None, state_dir: Path | None, host: tuple[str
     try:
         return EbpfDataPlane(ebpf_pin_name(cgroup), cgroup.strip("/"), state_dir, host_addresses=host,
                              fallback=fallback)
-    except (loader.LoadError, OSError) as exc:
+    except (loader.LoadError, BuildError, OSError, subprocess.SubprocessError) as exc:
         raise DataPlaneUnavailable(f"cannot load or attach the eBPF programs: {exc}") from exc

@@ -83,6 +83,13 @@ def _key(kind: str, front: Frontend) -> tuple:
 
 def _validated(kind: str, front: Frontend, backends: Iterable[Backend]) -> tuple[tuple, tuple[Addr, ...]]:
     """One frontend's key and sorted distinct backends (at most WIDE), or InvalidServiceState."""
+    key, addrs = validated(kind, front, backends)
+    return key, addrs[:WIDE]
+
+
+def validated(kind: str, front: Frontend, backends: Iterable[Backend]) -> tuple[tuple, tuple[Addr, ...]]:
+    """One frontend (`kind`: "service" or "external port") checked as every kernel plane needs it:
+    its key and sorted distinct backends (all of them), or InvalidServiceState naming the bad one."""
     where = f"{kind} {front.ip or '*'}:{front.port}/{front.protocol}"
     if front.protocol not in PROTOCOLS:
         raise InvalidServiceState(f"{where}: protocol must be one of {', '.join(PROTOCOLS)}")
@@ -97,4 +104,4 @@ def _validated(kind: str, front: Frontend, backends: Iterable[Backend]) -> tuple
         check_ip(ip, f"{where}: backend")
         if not isinstance(port, int) or not 0 < port < 65536:
             raise InvalidServiceState(f"{where}: backend {ip}:{port} port out of range")
-    return _key(kind, front), addrs[:WIDE]
+    return _key(kind, front), addrs

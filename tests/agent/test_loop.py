@@ -299,3 +299,33 @@ def test_a_jittered_start_waits_and_stopping_meanwhile_registers_nothing(monkeyp
     stop.set()
     thread.join(timeout=5)
     assert not thread.is_alive()
+
+
+def test_node_document_names_the_data_plane_actually_used(api, join_node) -> None:
+    """`--dataplane auto` registered as ebpf (resolve_kind's guess) but fell back to nftables when
+    the plane was made: the agent registers its document again, so `cca get nodes -o wide` shows
+    nftables, and the new lease lives on (the old heartbeat is stopped, not left to fail)."""
+    store, _ = api
+    core = NodeCore("n1", SimRuntime(SimProfile(start_delay=0.0)))
+    document = node_document(address="192.0.2.10", dataplane="ebpf")
+    loop = AgentLoop(AgentClient(join_node("n1")), core, document, ttl=3, tick=0.1)
+    stop = threading.Event()
+    thread = threading.Thread(target=loop.run, args=(stop,), daemon=True)
+    thread.start()
+    try:
+        first = wait_for(lambda: store.get("observed/node/n1"))
+        assert first.value["dataplane"] == "ebpf"
+
+        class Fallen:
+            name = "nftables"
+
+        core.dataplane = Fallen()  # what make_dataplane("auto", …) returned
+        moved = wait_for(lambda: (f := store.get("observed/node/n1")) and f.value["dataplane"] == "nftables"
+                         and f)
+        assert moved.lease != first.lease
+        time.sleep(4)  # past the ttl: the new lease is beaten
+        assert store.get("observed/node/n1").value["dataplane"] == "nftables"
+    finally:
+        stop.set()
+        thread.join(timeout=5)
+    assert not thread.is_alive()

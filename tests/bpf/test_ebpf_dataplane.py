@@ -295,3 +295,204 @@ def test_inspect_reads_the_maps_with_their_counters(plane):
         a.close()
         server.kill()
         server.wait()
+
+
+UDP_ECHO = """
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.bind(("127.0.0.4", {port})); print("ready", flush=True)
+while True:
+    data, peer = s.recvfrom(64)
+    s.sendto(data, peer)  # an unconnected server's reply: sendmsg4 runs on it
+"""
+
+
+def _udp_ask(src: str, port: int, timeout: float = 0.5) -> bool:
+    """One datagram from `src` to the UDP echo server: True when its echo came back within
+    `timeout` (an answer expected: ask with a long one, it returns as soon as the echo comes)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.settimeout(timeout)
+        s.bind((src, 0))
+        s.sendto(b"ping", ("127.0.0.4", port))
+        try:
+            return s.recvfrom(16)[0] == b"ping"
+        except OSError:
+            return False
+
+
+def test_udp_server_replies_do_not_open_it_to_denied_sources(plane):
+    """A UDP server's replies (sendto from an unconnected socket) make no client flow of it: a source
+    no rule allows gets nothing, before and after an allowed client has been served; revoking the
+    allowed source cuts it although the server answered it."""
+    dp = plane()
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        probe.bind(("127.0.0.4", 0))
+        port = probe.getsockname()[1]
+    server = subprocess.Popen([sys.executable, "-c",
+                               f"import os, socket\nopen({str(dp.programs.cgroup / 'cgroup.procs')!r}, 'w')"
+                               ".write(str(os.getpid()))\n" + UDP_ECHO.format(port=port)],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert server.stdout.readline().strip() == "ready"
+        identities = {"payments/db": frozenset({"127.0.0.4"}), "frontend/web": frozenset({"127.0.0.5"}),
+                      "frontend/other": frozenset({"127.0.0.6"})}
+        policy = PolicyIngress("payments/db", frozenset({"127.0.0.4"}),
+                               frozenset({("frontend/web", port, "udp")}))
+        dp.apply(DataPlaneState(identities=identities, policies={"payments/db": policy}))
+
+        assert not _udp_ask("127.0.0.6", port), "a denied source must get no answer"
+        assert _udp_ask("127.0.0.5", port, timeout=5), "an allowed source must be answered"
+        assert _udp_ask("127.0.0.5", port, timeout=5)
+        for _ in range(3):
+            assert not _udp_ask("127.0.0.6", port), "serving an allowed client must not open the server"
+        assert _udp_ask("127.0.0.7", port, timeout=5), "the node itself is always admitted"
+        assert not _udp_ask("127.0.0.6", port)
+        assert dp.counters()["dropped"]["payments/db"] >= 5
+
+        revoked = PolicyIngress("payments/db", frozenset({"127.0.0.4"}), frozenset())
+        dp.apply(DataPlaneState(identities=identities, policies={"payments/db": revoked}))
+        assert not _udp_ask("127.0.0.5", port), "a revoked source is cut although it was answered"
+    finally:
+        server.kill()
+        server.wait()
+
+
+UDP_CLIENT = """
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.settimeout(2)
+s.bind(("127.0.0.4", 0)); s.sendto(b"ping", ("127.0.0.6", {port}))
+print(s.recvfrom(16)[0].decode(), s.getsockname()[1], flush=True)
+s.settimeout(1)
+try:
+    print("got", s.recvfrom(16)[0].decode(), flush=True)
+except OSError:
+    print("nothing", flush=True)
+"""
+
+
+def test_udp_client_under_policy_hears_only_the_peer_it_sent_to(plane):
+    """An unconnected UDP client in a policed identity gets the reply of the peer it sent to (a flow
+    it opened), while another socket of that same peer address is still refused by policy."""
+    dp = plane()
+    identities = {"payments/db": frozenset({"127.0.0.4"}), "frontend/other": frozenset({"127.0.0.6"})}
+    policy = PolicyIngress("payments/db", frozenset({"127.0.0.4"}), frozenset())
+    dp.apply(DataPlaneState(identities=identities, policies={"payments/db": policy}))
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as peer, \
+            socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as other:
+        peer.bind(("127.0.0.6", 0))
+        other.bind(("127.0.0.6", 0))
+        peer.settimeout(5)
+        procs = str(dp.programs.cgroup / "cgroup.procs")
+        client = subprocess.Popen([sys.executable, "-c",
+                                   f"import os, socket\nopen({procs!r}, 'w').write(str(os.getpid()))\n"
+                                   + UDP_CLIENT.format(port=peer.getsockname()[1])],
+                                  stdout=subprocess.PIPE, text=True)
+        try:
+            data, addr = peer.recvfrom(16)
+            peer.sendto(b"pong", addr)
+            reply, client_port = client.stdout.readline().split()
+            assert reply == "pong", "the reply on a flow the client opened passes"
+            other.sendto(b"intruder", ("127.0.0.4", int(client_port)))
+            assert client.stdout.readline().strip() == "nothing", "another port of the peer is policed"
+        finally:
+            client.kill()
+            client.wait()
+
+
+def test_a_failed_apply_does_not_wedge_the_plane(plane, monkeypatch):
+    """Bad input is refused before anything changes, and neither it nor a bpf() call failing half
+    way leaves the plane's record claiming what the kernel lacks: the next valid apply converges."""
+    from ccattler.agent.dataplane.nft_changes import InvalidServiceState
+    from ccattler.bpf.syscall import BpfError, Map
+
+    dp = plane()
+    first = DataPlaneState(services={VIP: (Backend("127.0.0.2", 8080),)})
+    dp.apply(first)
+    with pytest.raises(InvalidServiceState, match="protocol"):
+        dp.apply(DataPlaneState(services={**first.services, Frontend("10.96.77.5", 80, "sctp"): ()}))
+    with pytest.raises(InvalidServiceState, match="10.96.77.300"):
+        dp.apply(DataPlaneState(services={Frontend("10.96.77.300", 80): ()}))
+    with pytest.raises(InvalidServiceState, match="10.0.0.999"):
+        dp.apply(DataPlaneState(services=first.services, identities={"a/b": frozenset({"10.0.0.999"})}))
+    assert dp.programmed().services == first.services  # nothing changed
+    second = DataPlaneState(services={VIP: (Backend("127.0.0.2", 8080), Backend("127.0.0.3", 8080)),
+                                      Frontend("10.96.77.5", 53, "udp"): (Backend("127.0.0.3", 53),)})
+    dp.apply(second)  # the refused applies left nothing behind (before: KeyError 'sctp' forever)
+    assert dp.programmed().services == second.services
+
+    real = Map.update_many
+
+    def failing(self, pairs, chunk=8192):
+        if self.info.name == "cca_services" and pairs:
+            raise BpfError(28, "update in cca_services: No space left on device")
+        return real(self, pairs, chunk)
+
+    third = DataPlaneState(services={**second.services,
+                                     Frontend("10.96.77.6", 80): (Backend("127.0.0.4", 80),)})
+    monkeypatch.setattr(Map, "update_many", failing)
+    with pytest.raises(BpfError):
+        dp.apply(third)
+    monkeypatch.setattr(Map, "update_many", real)
+    dp.apply(third)  # the same state again: the kernel lacks the frontend, so it must be written
+    assert dp.programmed().services == third.services
+
+
+class UdpEcho:
+    """A UDP server on a loopback address answering each datagram with its own name."""
+
+    def __init__(self, ip: str) -> None:
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.sock.bind((ip, 0))
+        self.ip, self.port = self.sock.getsockname()
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                _, peer = self.sock.recvfrom(64)
+                self.sock.sendto(self.ip.encode(), peer)
+            except OSError:
+                return
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+UDP_VIP = Frontend("10.96.77.10", 53, "udp")
+
+UDP_COUNT = """
+c = collections.Counter(); froms = set()
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.settimeout(3)
+for _ in range(100):  # unconnected: every sendto is translated, every recvfrom shows the VIP
+    s.sendto(b"q", ("10.96.77.10", 53)); data, peer = s.recvfrom(32)
+    c[data.decode()] += 1; froms.add(peer)
+print(dict(c)); print(sorted(froms))
+c = collections.Counter(); peers = set()
+for _ in range(100):  # connected: translated once at connect, getpeername shows the VIP
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.settimeout(3)
+    s.connect(("10.96.77.10", 53)); s.send(b"q"); data, peer = s.recvfrom(32)
+    c[data.decode()] += 1; peers.add(s.getpeername()); peers.add(peer); s.close()
+print(dict(c)); print(sorted(peers))
+"""
+
+
+def test_udp_socket_lb_translates_sendto_and_connect_and_shows_the_vip(plane):
+    """Also under a deny-all policy on the client's own address: the backends' replies pass as
+    replies on the flows the client's sockets opened (to the backend the VIP was translated to)."""
+    a, b = UdpEcho("127.0.0.2"), UdpEcho("127.0.0.3")
+    try:
+        dp = plane()
+        client = PolicyIngress("shop/client", frozenset({"127.0.0.1"}), frozenset())
+        dp.apply(DataPlaneState(services={UDP_VIP: (Backend(a.ip, a.port), Backend(b.ip, b.port))},
+                                identities={"shop/client": frozenset({"127.0.0.1"}),
+                                            "shop/backend": frozenset({"127.0.0.2", "127.0.0.3"})},
+                                policies={"shop/client": client}))
+        out = _in_cgroup(dp, UDP_COUNT)
+        assert out.returncode == 0, out.stderr
+        unconnected, froms, connected, peers = out.stdout.splitlines()
+        for counts in (eval(unconnected), eval(connected)):
+            assert set(counts) == {"127.0.0.2", "127.0.0.3"} and min(counts.values()) > 20, counts
+        assert froms == "[('10.96.77.10', 53)]", "recvfrom shows the VIP, not the backend"
+        assert peers == "[('10.96.77.10', 53)]", "getpeername and recvfrom show the VIP"
+        assert dp.counters()["services"]["10.96.77.10:53/udp"] == 200  # 100 sendto + 100 connect
+    finally:
+        a.close()
+        b.close()

@@ -1,5 +1,7 @@
-"""The data plane contract (agent/dataplane/base.py), held to the same checks on the in-memory plane
-and on the nftables plane (in a throwaway network namespace made and removed by the fixture):
+"""The data plane contract (agent/dataplane/base.py), held to the same checks on the in-memory plane,
+on the nftables plane (in a throwaway network namespace made and removed by the fixture) and on the
+eBPF plane (programs attached to a throwaway cgroup, maps pinned under a throwaway bpffs directory,
+its nftables fallback for external ports in a throwaway namespace; skipped where BPF cannot load):
 apply/programmed round trip, idempotence, diff-only changes, repair after a restart, bad input
 refused before anything changes. Backends compare as address and port (what a kernel keeps).
 """
@@ -9,7 +11,10 @@ from __future__ import annotations
 import os
 import secrets
 import shutil
+import tempfile
+import time
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -20,6 +25,14 @@ from ccattler.agent.dataplane.policy_nft import run_command
 from ccattler.agent.net import netns
 
 KERNEL = os.geteuid() == 0 and shutil.which("nft") is not None
+
+
+def _bpf_unavailable() -> str | None:
+    if not KERNEL:
+        return "needs root and nft"
+    from ccattler.bpf import loader
+
+    return loader.supported()
 
 
 def normal(state: DataPlaneState) -> DataPlaneState:
@@ -86,10 +99,64 @@ class InNetns:
         return lambda *a, **k: netns.run_in(self._ns, lambda: value(*a, **k))
 
 
-@pytest.fixture(params=["memory", "nftables", "nftables-libnft"])
+class Ebpf:
+    """An eBPF plane on a cgroup of its own, with its nftables fallback in a namespace of its own, and
+    how to make another over the same pins (a restarted agent)."""
+
+    def __init__(self) -> None:
+        from ccattler.bpf.loader import NodePrograms
+
+        tag = secrets.token_hex(3)
+        self.pin, self.top, self.cgroup = f"ccatest-{tag}", f"ccatest-{tag}", f"ccatest-{tag}/node"
+        self.state_dir = Path(tempfile.mkdtemp(prefix="cca-ebpf-"))
+        self.nft = Nft()
+        self.programs = NodePrograms(self.pin, self.cgroup)
+        self.planes: list = []
+
+    def new(self):
+        from ccattler.agent.dataplane.ebpf import EbpfDataPlane
+
+        p = EbpfDataPlane(self.pin, self.cgroup, self.state_dir, host_addresses=("10.78.1.1", "192.168.78.1"),
+                          fallback=self.nft.new())
+        self.planes.append(p)
+        return p
+
+    def close(self) -> None:
+        from ccattler.bpf.loader import cgroup2_root
+
+        try:
+            for p in self.planes:
+                for m in p.maps.values():
+                    m.close()
+            self.programs.teardown()
+            for d in (cgroup2_root() / self.cgroup, cgroup2_root() / self.top):
+                for _ in range(50):
+                    try:
+                        d.rmdir()
+                        break
+                    except FileNotFoundError:
+                        break
+                    except OSError:
+                        time.sleep(0.05)
+        finally:
+            self.nft.close()
+            shutil.rmtree(self.state_dir, ignore_errors=True)
+
+
+@pytest.fixture(params=["memory", "nftables", "nftables-libnft", "ebpf"])
 def plane(request):
     if request.param == "memory":
         yield request.param, MemoryDataPlane(), None
+        return
+    if request.param == "ebpf":
+        why = _bpf_unavailable()
+        if why is not None:
+            pytest.skip(f"the eBPF plane cannot load here: {why}")
+        env = Ebpf()
+        try:
+            yield "ebpf", env.new(), env
+        finally:
+            env.close()
         return
     if not KERNEL:
         pytest.skip("needs root and nft")
@@ -101,6 +168,8 @@ def plane(request):
 
 
 def changes(kind: str, p) -> int:
+    if kind == "ebpf":  # map elements written, and its fallback's nftables transactions
+        return p.writes + p.fallback.transactions
     return p.applies if kind == "memory" else p.transactions
 
 
@@ -119,6 +188,7 @@ def test_round_trip_and_idempotence(plane):
 def test_one_service_changed_is_one_small_diff(plane):
     kind, p, _ = plane
     p.apply(STATE)
+    writes = getattr(p, "writes", 0)
     services = dict(STATE.services)
     services[Frontend("10.96.0.10", 80)] = backends(3, 5)    # 2 left, 5 joined
     services[Frontend("10.96.0.12", 80)] = backends(6)       # first ready backend
@@ -126,7 +196,10 @@ def test_one_service_changed_is_one_small_diff(plane):
     changed = replace(STATE, services=services)
     p.apply(changed)
     assert normal(p.programmed()) == normal(changed)
-    if kind != "memory":
+    if kind == "ebpf":  # .10: 2 slots rewritten; .12: a slot and its count; .11: frontend and slot
+        assert p.writes - writes == 6
+        assert "443" not in p.fallback.last_script  # the external port was not touched
+    if kind == "nftables":
         script = p.last_script
         assert "delete table" not in script and "10.96.0.11 . udp . 53" in script
         assert "443" not in script  # the external port was not touched
@@ -139,14 +212,19 @@ def test_rebuilt_reordered_and_swapped_frontends_diff_correctly(plane):
     p.apply(STATE)
     rebuilt = {Frontend(f.ip, f.port, f.protocol): tuple(Backend(b.ip, b.port) for b in bs)
                for f, bs in reversed(list(STATE.services.items()))}
+    writes = getattr(p, "writes", 0)
     p.apply(replace(STATE, services=rebuilt))  # equal, other objects, other order
     assert normal(p.programmed()) == normal(STATE)
+    if kind == "ebpf":
+        assert p.writes == writes
     swapped = dict(STATE.services)
     del swapped[Frontend("10.96.0.12", 80)]
     swapped[Frontend("10.96.0.13", 80)] = backends(2)  # same count, one frontend replaced
     p.apply(replace(STATE, services=swapped))
     assert normal(p.programmed()) == normal(replace(STATE, services=swapped))
-    if kind != "memory":
+    if kind == "ebpf":  # .12 deleted (no slots); .13: its slot and its count
+        assert p.writes - writes == 3
+    if kind == "nftables":
         assert p.transactions == 2 and "10.96.0.12" in p.last_script
 
 
@@ -154,6 +232,9 @@ def test_restart_repairs_instead_of_appending(plane):
     kind, p, env = plane
     if kind == "memory":
         pytest.skip("the memory plane has no kernel to read back")
+    if kind == "ebpf":
+        _ebpf_restart_repairs(p, env)
+        return
     p.apply(STATE)
     # drift while the agent is down: an element removed, a stale service added by hand
     t = f"ip {p.table}"
@@ -169,6 +250,25 @@ def test_restart_repairs_instead_of_appending(plane):
     third = env.new()
     third.apply(STATE)
     assert third.transactions == 0  # the kernel already matches: nothing sent
+
+
+def _ebpf_restart_repairs(p, env) -> None:
+    from ccattler.bpf import maps
+
+    p.apply(STATE)
+    # drift while the agent is down: a slot removed, a stale service added by hand
+    [sid] = [maps.parse_svc_val(v)[0] for k, v in p.maps["cca_services"].read_all().items()
+             if maps.parse_svc_key(k) == ("10.96.0.10", 80, "tcp")]
+    assert p.maps["cca_backends"].delete(maps.backend_key(sid, 1))
+    p.maps["cca_services"].update(maps.svc_key("10.96.0.99", 1, "tcp"), maps.svc_val(99, 1))
+    p.maps["cca_backends"].update(maps.backend_key(99, 0), maps.backend_val("10.78.1.9", 1))
+    restarted = env.new()
+    restarted.apply(STATE)
+    assert normal(restarted.programmed()) == normal(STATE)
+    assert restarted.writes == 3  # the slot back, the stale frontend and its slot gone: a repair
+    third = env.new()
+    third.apply(STATE)
+    assert changes("ebpf", third) == 0  # the kernel already matches: nothing written
 
 
 def test_policy_reads_back_from_the_kernel_and_admit_fails_closed(plane):
