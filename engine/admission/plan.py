@@ -27,6 +27,7 @@ from ccattler.engine.admission.vocabulary import (
     add_external_claims,
     add_quota,
     add_requests,
+    add_shared_ports,
     add_subject,
 )
 from ccattler.engine.facts import service_doc
@@ -184,6 +185,7 @@ def _judge(
     add_quota(facts, tenants, state.docs, after)
     add_conferred(facts, requests, after)
     add_external_claims(facts, requests, after)
+    add_shared_ports(facts, requests, after)
     context = context_for(state, principal, requests, summary)
     verdict = evaluate(facts, policies, context) if requests else Verdict((), (), ())
     return (added, changed, removed, unchanged), verdict

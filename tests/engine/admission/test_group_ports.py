@@ -1,0 +1,97 @@
+"""`share network` service groups: members are one network namespace, so admission refuses two
+members exposing one port (rules/admission.lp, `group_port_clash`) — in one apply, and when the
+group or a member is applied after the others are stored (a group may name services of other
+files: the compiler sees only the files of the apply). The denial names the group, the port and
+both services; nothing of the refused apply is written."""
+
+from __future__ import annotations
+
+import pytest
+from admission_builders import ADMIN, service
+
+from ccattler.engine.admission import Denied
+from ccattler.engine.admission.operations import apply_compiled
+
+
+def member(full: str, *ports: tuple[int, str], source: str = "svc.cca"):
+    key, doc = service(full, source=source)
+    doc["expose"] = [{"port": p, "protocol": proto, "external": False} for p, proto in ports]
+    return key, doc
+
+
+def group(full: str, *services: str, share_network: bool = True, source: str = "group.cca"):
+    tenant, _, name = full.rpartition("/")
+    return f"desired/group/{tenant}/{name}", {
+        "kind": "group", "tenant": tenant, "name": name, "source": source, "type": "service",
+        "services": list(services), "share_network": share_network, "share_volumes": []}
+
+
+def clashes(info: pytest.ExceptionInfo[Denied]) -> list[tuple[str, str]]:
+    assert all(d.code == "group_port_clash" and d.policy == "network" for d in info.value.denials), \
+        info.value.denials
+    return sorted((d.subject, d.value) for d in info.value.denials)
+
+
+def test_a_clash_within_one_apply_is_refused_naming_group_port_and_both_services(store):
+    files = dict([member("shop/a", (8080, "tcp")), member("shop/b", (8080, "http")),
+                  group("shop/g", "shop/a", "shop/b", source="svc.cca")])
+    with pytest.raises(Denied) as info:
+        apply_compiled(store, ADMIN, files, {"svc.cca"})
+    assert clashes(info) == [("create group shop/g", "8080/tcp"), ("create service shop/a", "8080/tcp"),
+                             ("create service shop/b", "8080/tcp")]
+    message = next(d.message for d in info.value.denials if d.subject == "create group shop/g")
+    assert message.startswith('group "shop/g" shares its network, but shop/a and shop/b both listen '
+                              "on tcp 8080"), message
+    assert store.range("desired/")[0] == []  # nothing written
+
+
+def test_a_group_applied_after_its_clashing_members_is_refused(store):
+    apply_compiled(store, ADMIN, dict([member("shop/a", (8080, "tcp")), member("shop/b", (8080, "tcp"))]),
+                   {"svc.cca"})
+    with pytest.raises(Denied) as info:
+        apply_compiled(store, ADMIN, dict([group("shop/g", "shop/a", "shop/b")]), {"group.cca"})
+    assert clashes(info) == [("create group shop/g", "8080/tcp")]
+    (denial,) = info.value.denials
+    assert all(s in denial.message for s in ('"shop/g"', "shop/a", "shop/b", "tcp 8080")), denial.message
+    assert store.get("desired/group/shop/g") is None
+
+
+def test_a_member_applied_after_the_stored_group_is_refused(store):
+    apply_compiled(store, ADMIN, dict([group("shop/g", "shop/a", "shop/b"), member("shop/a", (5432, "tcp"),
+                                                                                  source="group.cca")]),
+                   {"group.cca"})  # shop/b is not there yet: the group is admitted
+    with pytest.raises(Denied) as info:
+        apply_compiled(store, ADMIN, dict([member("shop/b", (9000, "tcp"), (5432, "tcp"))]), {"b.cca"})
+    assert clashes(info) == [("create service shop/b", "5432/tcp")]
+    (denial,) = info.value.denials
+    assert denial.message.startswith('group "shop/g" shares its network, but shop/b and shop/a both listen '
+                                     "on tcp 5432"), denial.message
+    assert store.get("desired/service/shop/b") is None
+    # Moving a stored member onto its sibling's port is refused too.
+    apply_compiled(store, ADMIN, dict([member("shop/b", (9000, "tcp"))]), {"b.cca"})
+    with pytest.raises(Denied) as info:
+        apply_compiled(store, ADMIN, dict([member("shop/b", (5432, "tcp"))]), {"b.cca"})
+    assert clashes(info) == [("update service shop/b", "5432/tcp")]
+
+
+def test_distinct_ports_other_protocols_and_groups_not_sharing_the_network_pass(store):
+    apply_compiled(store, ADMIN, dict([member("shop/a", (8080, "tcp"), (53, "udp")),
+                                       member("shop/b", (8081, "http"), (53, "tcp")),
+                                       member("shop/c", (8080, "tcp"))]), {"svc.cca"})
+    apply_compiled(store, ADMIN, dict([group("shop/g", "shop/a", "shop/b", "shop/missing"),
+                                       group("shop/h", "shop/a", "shop/c", share_network=False)]),
+                   {"group.cca"})
+    # A member may change its own ports while they stay its own.
+    apply_compiled(store, ADMIN, dict([member("shop/a", (8082, "tcp"), (53, "udp")),
+                                       member("shop/b", (8081, "http"), (53, "tcp")),
+                                       member("shop/c", (8080, "tcp"))]), {"svc.cca"})
+    assert store.get("desired/group/shop/g") is not None
+
+
+def test_dropping_the_clashing_member_from_the_group_lets_it_through(store):
+    apply_compiled(store, ADMIN, dict([member("shop/a", (8080, "tcp")), member("shop/b", (8080, "tcp"))]),
+                   {"svc.cca"})
+    with pytest.raises(Denied):
+        apply_compiled(store, ADMIN, dict([group("shop/g", "shop/a", "shop/b")]), {"group.cca"})
+    apply_compiled(store, ADMIN, dict([group("shop/g", "shop/a")]), {"group.cca"})
+    assert store.get("desired/group/shop/g").value["services"] == ["shop/a"]
