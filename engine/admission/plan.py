@@ -4,7 +4,7 @@
 deletion) and returns a `Plan`: the changes, the denials and warnings of admission.lp and the
 operator policies (after mutation, on the effective result), and the puts, deletes and compares
 of the one transaction that commits it — with the external-port claims its services take or
-release (port_claims.py).
+release (port_claims.py), and the guards and member claims of `share network` groups (group_claims.py).
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from ccattler.engine.admission.breakglass import break_glass
 from ccattler.engine.admission.capabilities import capability_kind, ref_from_key
 from ccattler.engine.admission.escalation import add_conferred
 from ccattler.engine.admission.evaluate import Context, Verdict, evaluate, wanted_signatures
+from ccattler.engine.admission.group_claims import group_claim_writes, read_members
 from ccattler.engine.admission.model import Change, Denial, ObjectRef, PolicyWarning, Principal
 from ccattler.engine.admission.mutation import apply_mutations
 from ccattler.engine.admission.port_claims import Claim, claim_writes, read_claims
@@ -42,6 +43,7 @@ from ccattler.engine.facts.keys import (
     DESIRED_SECRETS,
     DESIRED_TENANTS,
     EXTERNAL_PORT_CLAIMS,
+    GROUP_MEMBER_CLAIMS,
 )
 from ccattler.engine.store import Compare, Store
 
@@ -61,11 +63,13 @@ class State:
     policies: tuple[tuple[str, str], ...]  # (name, .lp text), by name
     #: External-port claims at the same revision (read with `desired/`), claim key → Claim.
     claims: Mapping[str, Claim] = field(default_factory=dict)
+    #: `share network` group-member claims at the same revision, claim key → mod revision.
+    members: Mapping[str, int] = field(default_factory=dict)
 
 
 def read_state(store: Store, prefixes: tuple[str, ...] = (DESIRED,)) -> State:
     """Documents under `prefixes` (`desired/lp/` split out as operator policies); with `desired/`
-    also the external-port claims, at the same revision."""
+    also the external-port and group-member claims, at the same revision."""
     docs: dict[str, Mapping[str, Any]] = {}
     mods: dict[str, int] = {}
     revision = 0
@@ -74,14 +78,15 @@ def read_state(store: Store, prefixes: tuple[str, ...] = (DESIRED,)) -> State:
         for fact in facts:
             docs[fact.key] = fact.value
             mods[fact.key] = fact.mod_revision
-    claims = {}
+    claims, members = {}, {}
     if DESIRED in prefixes:
         claims = read_claims(store.range(EXTERNAL_PORT_CLAIMS, revision or None)[0])
+        members = read_members(store.range(GROUP_MEMBER_CLAIMS, revision or None)[0])
     policies = tuple(
         (docs[key]["name"], docs[key]["text"]) for key in sorted(docs)
         if key.startswith(DESIRED_LP) and docs[key].get("program", "admission") == "admission"
     )
-    return State(revision, docs, mods, policies, claims)
+    return State(revision, docs, mods, policies, claims, members)
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,12 +224,14 @@ def plan_changes(
     puts = {c.ref.key: c.new for c in added + changed}
     deletes = tuple(c.ref.key for c in removed)
     claims = claim_writes(state.docs, state.claims, puts, deletes)
+    groups = group_claim_writes(state.docs, state.mod_revisions, state.members, puts, deletes)
     return Plan(
         revision=state.revision,
         added=tuple(added), changed=tuple(changed), removed=tuple(removed), unchanged=tuple(unchanged),
         denials=tuple(denials),
         warnings=warnings + verdict.warnings,
-        puts={**puts, **claims.puts},
-        deletes=deletes + tuple(claims.deletes),
-        compares=tuple(Compare(k, state.mod_revisions.get(k, 0)) for k in guarded) + tuple(claims.compares),
+        puts={**puts, **claims.puts, **groups.puts},
+        deletes=deletes + tuple(claims.deletes) + tuple(groups.deletes),
+        compares=(tuple(Compare(k, state.mod_revisions.get(k, 0)) for k in guarded) + tuple(claims.compares)
+                  + tuple(groups.compares)),
     )

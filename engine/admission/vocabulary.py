@@ -344,7 +344,8 @@ def add_external_claims(facts: Facts, requests: Iterable[Request],
                 facts.add("external_claim", name, port, Const(protocol))
 
 
-def _shares_network(doc: Mapping[str, Any] | None) -> bool:
+def shares_network(doc: Mapping[str, Any] | None) -> bool:
+    """A `share network` service group's document."""
     return bool(doc) and doc.get("type", "service") == "service" and bool(doc.get("share_network"))
 
 
@@ -356,6 +357,26 @@ def listened_ports(doc: Mapping[str, Any] | None) -> set[tuple[int, str]]:
             protocol = "udp" if expose.get("protocol") == "udp" else "tcp"
             ports.add((_int(expose.get("port"), "port"), protocol))
     return ports
+
+
+def shared_groups(after: Mapping[str, Mapping[str, Any]], groups: Iterable[str],
+                  services: Iterable[str]) -> set[str]:
+    """The `share network` groups ("tenant/name") whose members' ports a request that writes the
+    groups `groups` and the services `services` must check: those of `groups` that share their
+    network after it, and every one listing one of `services` after it."""
+    found = {g for g in groups if shares_network(after.get(f"{DESIRED_GROUPS}{g}"))}
+    written = set(services)
+    if written:
+        for key, doc in after.items():
+            members = set(doc.get("services") or ()) if key.startswith(DESIRED_GROUPS) else set()
+            if written & members and shares_network(doc):
+                found.add(key[len(DESIRED_GROUPS):])
+    return found
+
+
+def group_members(after: Mapping[str, Mapping[str, Any]], group: str) -> tuple[str, ...]:
+    """The services ("tenant/name") service group `group` lists, in its order, once each."""
+    return tuple(dict.fromkeys((after.get(f"{DESIRED_GROUPS}{group}") or {}).get("services") or ()))
 
 
 def add_shared_ports(facts: Facts, requests: Iterable[Request],
@@ -370,18 +391,12 @@ def add_shared_ports(facts: Facts, requests: Iterable[Request],
     for req in requests:
         if req.verb not in ("create", "update") or req.ref is None:
             continue
-        if req.ref.kind == "group" and _shares_network(req.new):
+        if req.ref.kind == "group" and shares_network(req.new):
             groups.add(req.ref.full_name)
             facts.add("shared_group", req.name, req.ref.full_name)
         elif req.ref.kind == "service":
             written.add(req.ref.full_name)
-    if written:
-        for key, doc in after.items():
-            members = set(doc.get("services") or ()) if key.startswith(DESIRED_GROUPS) else set()
-            if written & members and _shares_network(doc):
-                groups.add(key[len(DESIRED_GROUPS):])
-    for group in sorted(groups):
-        members = (after.get(f"{DESIRED_GROUPS}{group}") or {}).get("services") or ()
-        for member in dict.fromkeys(members):
+    for group in sorted(shared_groups(after, groups, written)):
+        for member in group_members(after, group):
             for port, protocol in sorted(listened_ports(after.get(f"{DESIRED_SERVICES}{member}"))):
                 facts.add("shared_port", group, member, port, Const(protocol))

@@ -2,14 +2,19 @@
 members exposing one port (rules/admission.lp, `group_port_clash`) — in one apply, and when the
 group or a member is applied after the others are stored (a group may name services of other
 files: the compiler sees only the files of the apply). The denial names the group, the port and
-both services; nothing of the refused apply is written."""
+both services; nothing of the refused apply is written. Two applies racing (a group and a member,
+or two members), both having read the store before either commits, never both win
+(engine/admission/group_claims.py), in either order of commit."""
 
 from __future__ import annotations
 
-import pytest
-from admission_builders import ADMIN, service
+import threading
 
-from ccattler.engine.admission import Denied
+import pytest
+from admission_builders import ADMIN, CommitAfterBothRead, seed, service
+
+from ccattler.engine.admission import Denied, delete_objects
+from ccattler.engine.admission.group_claims import member_key
 from ccattler.engine.admission.operations import apply_compiled
 
 
@@ -95,3 +100,73 @@ def test_dropping_the_clashing_member_from_the_group_lets_it_through(store):
         apply_compiled(store, ADMIN, dict([group("shop/g", "shop/a", "shop/b")]), {"group.cca"})
     apply_compiled(store, ADMIN, dict([group("shop/g", "shop/a")]), {"group.cca"})
     assert store.get("desired/group/shop/g").value["services"] == ["shop/a"]
+
+
+def race(servers, first: dict, second: dict) -> dict[str, object]:
+    """Apply `first` and `second` (name → (files, source)) at once, each through its own server,
+    both judged on the same state; `first` commits before `second` tries."""
+    barrier = threading.Barrier(2)
+    one = CommitAfterBothRead(servers[0], barrier)
+    two = CommitAfterBothRead(servers[1], barrier, after=one.committed)
+    outcome: dict[str, object] = {}
+
+    def run(name: str, store, files: dict, source: str) -> None:
+        try:
+            outcome[name] = apply_compiled(store, ADMIN, files, {source})
+        except Exception as exc:  # noqa: BLE001 — the loser's refusal is the result
+            outcome[name] = exc
+
+    ((name1, (files1, src1)),), ((name2, (files2, src2)),) = first.items(), second.items()
+    threads = [threading.Thread(target=run, args=(name1, one, files1, src1)),
+               threading.Thread(target=run, args=(name2, two, files2, src2))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert one.tries == [True] and two.tries[0] is False, (one.tries, two.tries, outcome)  # one state judged
+    return outcome
+
+
+@pytest.mark.parametrize("group_first", [True, False], ids=["group-commits-first", "member-commits-first"])
+def test_a_group_and_a_clashing_member_applied_at_once_never_both_win(servers, group_first):
+    seed(servers[0], member("shop/a", (8080, "tcp"), source="a.cca"))
+    grouping = {"group": (dict([group("shop/g", "shop/a", "shop/b")]), "group.cca")}
+    joining = {"member": (dict([member("shop/b", (8080, "tcp"), source="b.cca")]), "b.cca")}
+    outcome = race(servers, *((grouping, joining) if group_first else (joining, grouping)))
+    loser = "member" if group_first else "group"
+    assert not isinstance(outcome["member" if loser == "group" else "group"], Exception), outcome
+    refusal = outcome[loser]
+    assert isinstance(refusal, Denied), outcome
+    (denial,) = refusal.denials
+    assert (denial.code, denial.value) == ("group_port_clash", "8080/tcp"), denial
+    assert all(s in denial.message for s in ('"shop/g"', "shop/a", "shop/b")), denial.message
+    store = servers[0]
+    assert (store.get("desired/group/shop/g") is None) == (loser == "group")
+    assert (store.get("desired/service/shop/b") is None) == (loser == "member")
+
+
+def test_two_members_moving_onto_one_port_at_once_never_both_win(servers):
+    seed(servers[0], group("shop/g", "shop/a", "shop/b"),
+         member("shop/a", (8080, "tcp"), source="a.cca"), member("shop/b", (9090, "tcp"), source="b.cca"))
+    outcome = race(servers, {"a": (dict([member("shop/a", (7000, "tcp"), source="a.cca")]), "a.cca")},
+                   {"b": (dict([member("shop/b", (7000, "tcp"), source="b.cca")]), "b.cca")})
+    assert not isinstance(outcome["a"], Exception), outcome
+    (denial,) = outcome["b"].denials
+    assert (denial.subject, denial.code, denial.value) == \
+        ("update service shop/b", "group_port_clash", "7000/tcp")
+    assert servers[1].get("desired/service/shop/b").value["expose"][0]["port"] == 9090
+
+
+def test_member_claims_follow_the_groups_that_share_their_network(store):
+    groups = [group("shop/g", "shop/a", "shop/b"), group("shop/h", "shop/b", "shop/c", share_network=False)]
+    apply_compiled(store, ADMIN, dict(groups), {"group.cca"})
+    assert store.get(member_key("shop/a")).value == {"service": "shop/a", "group": "shop/g"}
+    assert store.get(member_key("shop/b")) is not None and store.get(member_key("shop/c")) is None
+    apply_compiled(store, ADMIN, dict([group("shop/g", "shop/a"),
+                                       group("shop/h", "shop/b", "shop/c")]), {"group.cca"})
+    assert store.get(member_key("shop/b")).value == {"service": "shop/b", "group": "shop/h"}  # h shares now
+    assert store.get(member_key("shop/c")) is not None
+    apply_compiled(store, ADMIN, dict([group("shop/g", "shop/a")]), {"group.cca"})  # h pruned
+    assert store.get(member_key("shop/b")) is None and store.get(member_key("shop/c")) is None
+    delete_objects(store, ADMIN, "group", "shop/g")
+    assert store.range("claim/group-member/")[0] == []
