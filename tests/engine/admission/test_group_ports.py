@@ -13,9 +13,9 @@ import threading
 import pytest
 from admission_builders import ADMIN, CommitAfterBothRead, seed, service
 
-from ccattler.engine.admission import Denied, delete_objects
-from ccattler.engine.admission.group_claims import member_key
+from ccattler.engine.admission import Denied
 from ccattler.engine.admission.operations import apply_compiled
+from ccattler.engine.facts.keys import SHARED_NETWORK
 
 
 def member(full: str, *ports: tuple[int, str], source: str = "svc.cca"):
@@ -157,16 +157,18 @@ def test_two_members_moving_onto_one_port_at_once_never_both_win(servers):
     assert servers[1].get("desired/service/shop/b").value["expose"][0]["port"] == 9090
 
 
-def test_member_claims_follow_the_groups_that_share_their_network(store):
-    groups = [group("shop/g", "shop/a", "shop/b"), group("shop/h", "shop/b", "shop/c", share_network=False)]
-    apply_compiled(store, ADMIN, dict(groups), {"group.cca"})
-    assert store.get(member_key("shop/a")).value == {"service": "shop/a", "group": "shop/g"}
-    assert store.get(member_key("shop/b")) is not None and store.get(member_key("shop/c")) is None
-    apply_compiled(store, ADMIN, dict([group("shop/g", "shop/a"),
-                                       group("shop/h", "shop/b", "shop/c")]), {"group.cca"})
-    assert store.get(member_key("shop/b")).value == {"service": "shop/b", "group": "shop/h"}  # h shares now
-    assert store.get(member_key("shop/c")) is not None
-    apply_compiled(store, ADMIN, dict([group("shop/g", "shop/a")]), {"group.cca"})  # h pruned
-    assert store.get(member_key("shop/b")) is None and store.get(member_key("shop/c")) is None
-    delete_objects(store, ADMIN, "group", "shop/g")
-    assert store.range("claim/group-member/")[0] == []
+def test_the_shared_network_marker_is_rewritten_only_when_a_group_gains_members(store):
+    def marker():
+        fact = store.get(SHARED_NETWORK)
+        return fact and (fact.value, fact.mod_revision)
+
+    apply_compiled(store, ADMIN, dict([group("shop/h", "shop/a", "shop/b", share_network=False)]), {"h.cca"})
+    assert marker() is None  # co-placed only
+    apply_compiled(store, ADMIN, dict([group("shop/g", "shop/a", "shop/b")]), {"group.cca"})
+    first = marker()
+    assert first[0] == {"gained": {"shop/g": ["shop/a", "shop/b"]}}
+    apply_compiled(store, ADMIN, dict([group("shop/g", "shop/a")]), {"group.cca"})  # loses one
+    apply_compiled(store, ADMIN, dict([member("shop/a", (80, "tcp"))]), {"svc.cca"})
+    assert marker() == first
+    apply_compiled(store, ADMIN, dict([group("shop/g", "shop/a", "shop/c")]), {"group.cca"})
+    assert marker()[0] == {"gained": {"shop/g": ["shop/c"]}} and marker()[1] > first[1]
