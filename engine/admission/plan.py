@@ -33,6 +33,7 @@ from ccattler.engine.admission.vocabulary import (
 )
 from ccattler.engine.facts import service_doc
 from ccattler.engine.facts.keys import (
+    CLAIMS,
     DESIRED,
     DESIRED_CONNECTIONS,
     DESIRED_GRANTS,
@@ -80,9 +81,9 @@ def read_state(store: Store, prefixes: tuple[str, ...] = (DESIRED,)) -> State:
             mods[fact.key] = fact.mod_revision
     claims, shared_revision = {}, 0
     if DESIRED in prefixes:
-        claims = read_claims(store.range(EXTERNAL_PORT_CLAIMS, revision or None)[0])
-        shared = store.range(SHARED_NETWORK, revision or None)[0]
-        shared_revision = next((f.mod_revision for f in shared if f.key == SHARED_NETWORK), 0)
+        held = store.range(CLAIMS, revision or None)[0]  # one read for both kinds of claim
+        claims = read_claims(f for f in held if f.key.startswith(EXTERNAL_PORT_CLAIMS))
+        shared_revision = next((f.mod_revision for f in held if f.key == SHARED_NETWORK), 0)
     policies = tuple(
         (docs[key]["name"], docs[key]["text"]) for key in sorted(docs)
         if key.startswith(DESIRED_LP) and docs[key].get("program", "admission") == "admission"
@@ -235,6 +236,6 @@ def plan_changes(
         denials=tuple(denials),
         warnings=warnings + verdict.warnings,
         puts={**puts, **claims.puts, **groups.puts},
-        deletes=deletes + tuple(claims.deletes) + tuple(groups.deletes),
+        deletes=deletes + tuple(claims.deletes),
         compares=tuple(Compare(k, r) for k, r in compares.items()),
     )
