@@ -16,7 +16,8 @@ moves to another member when its holder leaves, which replaces the others). A cr
 restarts only that member (as a pod's containers restart one by one).
 
 Refused, with the reason in every member's observed document: members whose exposed ports clash
-(lint refuses this in one file; two files applied apart reach the node), and `share network` on the
+(the compiler and admission refuse this, admission also across applies; a group stored before
+admission checked it can still reach the node), and `share network` on the
 process runtime, which has no network namespaces. The sim runtime passes members as they are.
 """
 

@@ -146,11 +146,8 @@ def agent(
     if debug or action == "debug":
         import json
 
-        from ccattler.agent.debug import node_report
-        from ccattler.agent.images.store import ImageStore
-        from ccattler.agent.machine import make_runtime
-
-        typer.echo(json.dumps(node_report(make_runtime(kind, state, ImageStore(state), runc_root)), indent=2))
+        report = _debug_report(kind, state, runc_root, explicit=state_dir is not None)
+        typer.echo(json.dumps(report, indent=2))
         return
     if cleanup:
         from ccattler.agent.machine import cleanup_node
@@ -184,6 +181,28 @@ def agent(
     process.run(agents, stop)
     typer.echo("agent stopped; its containers keep running (`cca down` or `cca agent --cleanup` removes them)"
                if kind != "sim" else "agent stopped", err=True)
+
+
+def _debug_report(kind: str, state: Path, runc_root: Path | None, explicit: bool) -> dict:
+    """`cca agent debug`: the runtime's view of `state` (agent/debug.py). A state dir that is not
+    one, or that no agent has used (nothing is created for a look), is an error saying so."""
+    from ccattler.agent.debug import node_report
+    from ccattler.agent.images.store import ImageStore
+    from ccattler.agent.machine import make_runtime
+
+    where = "--state-dir" if explicit else "the state dir (CCA_STATE_DIR, or the default)"
+    if kind != "sim":  # the sim runtime keeps nothing on disk
+        if state.exists() and not state.is_dir():
+            raise typer.BadParameter(f"{state} is not a directory", param_hint="--state-dir")
+        if not state.exists():
+            raise CcaError(f"no agent state at {state}: no agent has run with this state dir (check {where}, "
+                           "and --runtime)")
+    try:
+        images = ImageStore(state) if kind == "runc" else None
+        return node_report(make_runtime(kind, state, images, runc_root))  # type: ignore[arg-type]
+    except OSError as exc:
+        raise CcaError(f"cannot read the agent state at {state}: {exc.strerror or exc}"
+                       f"{' (run as root?)' if isinstance(exc, PermissionError) else ''}") from None
 
 
 def _resolved_dataplane(kind: str, runtime: str, state: Path, runc_root: Path | None) -> str | None:

@@ -4,7 +4,7 @@
 deletion) and returns a `Plan`: the changes, the denials and warnings of admission.lp and the
 operator policies (after mutation, on the effective result), and the puts, deletes and compares
 of the one transaction that commits it — with the external-port claims its services take or
-release (port_claims.py).
+release (port_claims.py), and the guards of `share network` groups (group_claims.py).
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from ccattler.engine.admission.breakglass import break_glass
 from ccattler.engine.admission.capabilities import capability_kind, ref_from_key
 from ccattler.engine.admission.escalation import add_conferred
 from ccattler.engine.admission.evaluate import Context, Verdict, evaluate, wanted_signatures
+from ccattler.engine.admission.group_claims import group_claim_writes
 from ccattler.engine.admission.model import Change, Denial, ObjectRef, PolicyWarning, Principal
 from ccattler.engine.admission.mutation import apply_mutations
 from ccattler.engine.admission.port_claims import Claim, claim_writes, read_claims
@@ -27,10 +28,12 @@ from ccattler.engine.admission.vocabulary import (
     add_external_claims,
     add_quota,
     add_requests,
+    add_shared_ports,
     add_subject,
 )
 from ccattler.engine.facts import service_doc
 from ccattler.engine.facts.keys import (
+    CLAIMS,
     DESIRED,
     DESIRED_CONNECTIONS,
     DESIRED_GRANTS,
@@ -41,6 +44,7 @@ from ccattler.engine.facts.keys import (
     DESIRED_SECRETS,
     DESIRED_TENANTS,
     EXTERNAL_PORT_CLAIMS,
+    SHARED_NETWORK,
 )
 from ccattler.engine.store import Compare, Store
 
@@ -60,11 +64,13 @@ class State:
     policies: tuple[tuple[str, str], ...]  # (name, .lp text), by name
     #: External-port claims at the same revision (read with `desired/`), claim key → Claim.
     claims: Mapping[str, Claim] = field(default_factory=dict)
+    #: The mod revision of `claim/shared-network` at the same revision (0: absent).
+    shared_revision: int = 0
 
 
 def read_state(store: Store, prefixes: tuple[str, ...] = (DESIRED,)) -> State:
     """Documents under `prefixes` (`desired/lp/` split out as operator policies); with `desired/`
-    also the external-port claims, at the same revision."""
+    also the external-port claims and `claim/shared-network`, at the same revision."""
     docs: dict[str, Mapping[str, Any]] = {}
     mods: dict[str, int] = {}
     revision = 0
@@ -73,14 +79,16 @@ def read_state(store: Store, prefixes: tuple[str, ...] = (DESIRED,)) -> State:
         for fact in facts:
             docs[fact.key] = fact.value
             mods[fact.key] = fact.mod_revision
-    claims = {}
+    claims, shared_revision = {}, 0
     if DESIRED in prefixes:
-        claims = read_claims(store.range(EXTERNAL_PORT_CLAIMS, revision or None)[0])
+        held = store.range(CLAIMS, revision or None)[0]  # one read for both kinds of claim
+        claims = read_claims(f for f in held if f.key.startswith(EXTERNAL_PORT_CLAIMS))
+        shared_revision = next((f.mod_revision for f in held if f.key == SHARED_NETWORK), 0)
     policies = tuple(
         (docs[key]["name"], docs[key]["text"]) for key in sorted(docs)
         if key.startswith(DESIRED_LP) and docs[key].get("program", "admission") == "admission"
     )
-    return State(revision, docs, mods, policies, claims)
+    return State(revision, docs, mods, policies, claims, shared_revision)
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,6 +192,7 @@ def _judge(
     add_quota(facts, tenants, state.docs, after)
     add_conferred(facts, requests, after)
     add_external_claims(facts, requests, after)
+    add_shared_ports(facts, requests, after)
     context = context_for(state, principal, requests, summary)
     verdict = evaluate(facts, policies, context) if requests else Verdict((), (), ())
     return (added, changed, removed, unchanged), verdict
@@ -217,12 +226,16 @@ def plan_changes(
     puts = {c.ref.key: c.new for c in added + changed}
     deletes = tuple(c.ref.key for c in removed)
     claims = claim_writes(state.docs, state.claims, puts, deletes)
+    groups = group_claim_writes(state.docs, state.mod_revisions, state.shared_revision, puts, deletes)
+    compares = {k: state.mod_revisions.get(k, 0) for k in guarded}
+    for compare in (*claims.compares, *groups.compares):  # each key once: a txn counts its compares
+        compares.setdefault(compare.key, compare.mod_revision)
     return Plan(
         revision=state.revision,
         added=tuple(added), changed=tuple(changed), removed=tuple(removed), unchanged=tuple(unchanged),
         denials=tuple(denials),
         warnings=warnings + verdict.warnings,
-        puts={**puts, **claims.puts},
+        puts={**puts, **claims.puts, **groups.puts},
         deletes=deletes + tuple(claims.deletes),
-        compares=tuple(Compare(k, state.mod_revisions.get(k, 0)) for k in guarded) + tuple(claims.compares),
+        compares=tuple(Compare(k, r) for k, r in compares.items()),
     )

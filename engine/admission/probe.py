@@ -88,6 +88,8 @@ def sample_facts(count: int = FIXTURE_COUNT) -> Facts:
             requests.append(Request("update", "service", f"{tenant}/{name}", ref, doc, doc))
             facts.add("image_digest", f"{tenant}/{name}", f"sha256:{index}")
             facts.add("external_claim", f"{tenant}/{name}", 8080 + index, Const("tcp"))
+            facts.add("shared_port", f"{tenant}/pod", f"{tenant}/{name}", 8080 + index, Const("tcp"))
+        facts.add("shared_group", f"group:{tenant}/pod", f"{tenant}/pod")
         facts.add("scope_path", tenant, tenant)
     add_requests(facts, requests)
     add_auth(facts, _auth(count))

@@ -133,12 +133,20 @@ def _external_port_taken(reject: Reject, request: Request | None, context: Conte
             f"is on every node's address, so only one service may expose it")
 
 
+def _group_port_clash(reject: Reject, request: Request | None, context: Context) -> tuple[str, str]:
+    group, port, proto, service, other = (render_value(a) for a in reject.arguments)
+    return (f"{port}/{proto}",
+            f'group "{group}" shares its network, but {service} and {other} both listen on {proto} {port}: '
+            f"members of a shared network are one address, so each needs its own port")
+
+
 _FORMATTERS: dict[str, Callable[[Reject, Request | None, Context], tuple[str, str]]] = {
     "no_role": _no_role,
     "condition_false": _condition_false,
     "quota_exceeded": _quota_exceeded,
     "escalation": _escalation,
     "external_port_taken": _external_port_taken,
+    "group_port_clash": _group_port_clash,
 }
 
 

@@ -17,7 +17,7 @@ from ccattler.dsl.limits import DEFAULT_TENANT_INSTANCES
 from ccattler.engine.admission.capabilities import BadCapability, parse_capability
 from ccattler.engine.admission.model import ObjectRef, Principal
 from ccattler.engine.facts import CcaError, display_name, service_doc
-from ccattler.engine.facts.keys import DESIRED_SERVICES, DESIRED_TENANTS, DESIRED_VOLUMES
+from ccattler.engine.facts.keys import DESIRED_GROUPS, DESIRED_SERVICES, DESIRED_TENANTS, DESIRED_VOLUMES
 from ccattler.engine.solve import Const, to_symbol
 
 MIB = 1024 * 1024
@@ -34,7 +34,7 @@ VOCABULARY: tuple[tuple[str, int], ...] = (
     ("role_allow", 3), ("role_scope", 2), ("grant", 3), ("group_member", 2),
     ("policy_allow", 3), ("policy_cond", 5), ("policy_operand_attr", 4), ("policy_operand_value", 3),
     ("tenant_quota", 3), ("tenant_service", 6), ("tenant_volume", 4), ("confers", 4),
-    ("scope_path", 2), ("external_claim", 3),
+    ("scope_path", 2), ("external_claim", 3), ("shared_port", 4), ("shared_group", 2),
 )
 
 _OPS = {"==": "eq", "!=": "neq", "in": "in", "not_in": "not_in"}
@@ -342,3 +342,61 @@ def add_external_claims(facts: Facts, requests: Iterable[Request],
             name = key[len(DESIRED_SERVICES):]
             for port, protocol in sorted(external_ports(doc) & wanted):
                 facts.add("external_claim", name, port, Const(protocol))
+
+
+def shares_network(doc: Mapping[str, Any] | None) -> bool:
+    """A `share network` service group's document."""
+    return bool(doc) and doc.get("type", "service") == "service" and bool(doc.get("share_network"))
+
+
+def listened_ports(doc: Mapping[str, Any] | None) -> set[tuple[int, str]]:
+    """(port, l4 protocol) of every port a service exposes, external or not (`http` is TCP)."""
+    ports = set()
+    for expose in service_doc.expose(doc):
+        if isinstance(expose, Mapping):
+            protocol = "udp" if expose.get("protocol") == "udp" else "tcp"
+            ports.add((_int(expose.get("port"), "port"), protocol))
+    return ports
+
+
+def shared_groups(after: Mapping[str, Mapping[str, Any]], groups: Iterable[str],
+                  services: Iterable[str]) -> set[str]:
+    """The `share network` groups ("tenant/name") whose members' ports a request that writes the
+    groups `groups` and the services `services` must check: those of `groups` that share their
+    network after it, and every one listing one of `services` after it."""
+    found = {g for g in groups if shares_network(after.get(f"{DESIRED_GROUPS}{g}"))}
+    written = set(services)
+    if written:
+        for key, doc in after.items():
+            members = set(doc.get("services") or ()) if key.startswith(DESIRED_GROUPS) else set()
+            if written & members and shares_network(doc):
+                found.add(key[len(DESIRED_GROUPS):])
+    return found
+
+
+def group_members(after: Mapping[str, Mapping[str, Any]], group: str) -> tuple[str, ...]:
+    """The services ("tenant/name") service group `group` lists, in its order, once each."""
+    return tuple(dict.fromkeys((after.get(f"{DESIRED_GROUPS}{group}") or {}).get("services") or ()))
+
+
+def add_shared_ports(facts: Facts, requests: Iterable[Request],
+                     after: Mapping[str, Mapping[str, Any]]) -> None:
+    """The ports of every member of each `share network` service group this request creates or
+    updates, or one of whose member services it creates or updates (after the request; members
+    declared in other files or applied earlier included), and which request writes which group."""
+    if not (facts.wants("shared_port", 4) or facts.wants("shared_group", 2)):
+        return
+    written: set[str] = set()
+    groups: set[str] = set()
+    for req in requests:
+        if req.verb not in ("create", "update") or req.ref is None:
+            continue
+        if req.ref.kind == "group" and shares_network(req.new):
+            groups.add(req.ref.full_name)
+            facts.add("shared_group", req.name, req.ref.full_name)
+        elif req.ref.kind == "service":
+            written.add(req.ref.full_name)
+    for group in sorted(shared_groups(after, groups, written)):
+        for member in group_members(after, group):
+            for port, protocol in sorted(listened_ports(after.get(f"{DESIRED_SERVICES}{member}"))):
+                facts.add("shared_port", group, member, port, Const(protocol))

@@ -98,6 +98,10 @@ NODE_INTENT = "intent/node/"
 CLAIMS = "claim/"
 #: `claim/external-port/<proto>/<port>` → `{"service": "tenant/name", "port", "protocol"}`.
 EXTERNAL_PORT_CLAIMS = "claim/external-port/"
+#: `claim/shared-network` → `{"gained": {"tenant/group": ["tenant/service", …]}}`: rewritten by every
+#: apply that makes a `share network` group list services it did not list before; applies writing
+#: services guard on it (engine/admission/group_claims.py).
+SHARED_NETWORK = "claim/shared-network"
 
 #: One writer per key, decided by its prefix (longest prefix wins).
 PREFIX_OWNERS: dict[str, str] = {

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import threading
 from typing import Any
 
 from ccattler.engine.admission import Principal
@@ -65,3 +66,25 @@ def docs(*pairs: tuple[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
 def operator_policy(name: str, text: str):
     """A stored operator policy, as `apply_policy` writes it (for tests not about its validation)."""
     return f"desired/lp/{name}", {"kind": "lp", "name": name, "source": f"{name}.lp", "text": text}
+
+
+class CommitAfterBothRead:
+    """A store whose first commit waits until every racing apply has read the store and judged
+    (and, given `after`, until that event is set: another racer committed first)."""
+
+    def __init__(self, store, barrier: threading.Barrier, after: threading.Event | None = None) -> None:
+        self._store, self._barrier, self._after, self.tries = store, barrier, after, []
+        self.committed = threading.Event()
+
+    def __getattr__(self, name: str):
+        return getattr(self._store, name)
+
+    def txn(self, compares, puts, deletes, lease=None):
+        if not self.tries:
+            self._barrier.wait(timeout=30)
+            if self._after is not None:
+                assert self._after.wait(timeout=30), "the other racer did not commit"
+        ok, revision = self._store.txn(compares, puts, deletes, lease)
+        self.tries.append(ok)
+        self.committed.set()
+        return ok, revision

@@ -8,31 +8,14 @@ service or dropping the port releases the claim."""
 from __future__ import annotations
 
 import threading
-import uuid
-from collections.abc import Iterator
 
-import pytest
-from admission_builders import ADMIN, service
+from admission_builders import ADMIN, CommitAfterBothRead, service
 
 from ccattler.engine.admission import Denied, delete_objects
 from ccattler.engine.admission.operations import apply_compiled
 from ccattler.engine.admission.port_claims import claim_key
-from ccattler.engine.store import Store, open_store
 
 CLAIM = claim_key(443, "tcp")
-
-
-@pytest.fixture(params=["sqlite", "etcd"])
-def servers(request, tmp_path) -> Iterator[tuple[Store, Store]]:
-    """Two ways in to one cluster state: two etcd clients (two API servers), or SQLite's one store
-    (a file; one process may open it) used by two request threads."""
-    if request.param == "sqlite":
-        with open_store(f"sqlite://{tmp_path}/state.db") as store:
-            yield store, store
-        return
-    url = f"{request.getfixturevalue('etcd').url}?prefix=/claims-{uuid.uuid4().hex[:8]}/"
-    with open_store(url) as one, open_store(url) as two:
-        yield one, two
 
 
 def exposing(full: str, port: int | None, source: str):
@@ -46,23 +29,6 @@ def app(name: str, port: int | None = 443) -> dict:
     """A file with a service exposing `port` external and a helper service beside it."""
     source = f"{name}.cca"
     return dict([exposing(f"{name}/front", port, source), exposing(f"{name}/helper", None, source)])
-
-
-class CommitAfterBothRead:
-    """A store whose first commit waits until every racing apply has read the store and judged."""
-
-    def __init__(self, store: Store, barrier: threading.Barrier) -> None:
-        self._store, self._barrier, self.tries = store, barrier, []
-
-    def __getattr__(self, name: str):
-        return getattr(self._store, name)
-
-    def txn(self, compares, puts, deletes, lease=None):
-        if not self.tries:
-            self._barrier.wait(timeout=30)
-        ok, revision = self._store.txn(compares, puts, deletes, lease)
-        self.tries.append(ok)
-        return ok, revision
 
 
 def test_two_applies_racing_for_one_external_port_one_wins(servers):
