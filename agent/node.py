@@ -32,7 +32,13 @@ from ccattler.agent.net.overlay import Overlay, peers_from_slice
 from ccattler.agent.reconcile import Backoff, BatchSecretSource, Reconciler, SecretSource, SecretValues
 from ccattler.agent.runtime.base import Runtime
 from ccattler.agent.sandboxes import Sandboxes
-from ccattler.agent.service_metrics import ConnectionLoad, ServiceMetrics, connection_totals, counted_vips
+from ccattler.agent.service_metrics import (
+    ConnectionLoad,
+    Recent,
+    ServiceMetrics,
+    connection_totals,
+    counted_vips,
+)
 from ccattler.agent.telemetry import Telemetry
 from ccattler.engine.facts import CcaError
 from ccattler.engine.facts.keys import DNS
@@ -107,6 +113,7 @@ class NodeCore:
         self.metric_interval = check_metric_interval(metric_interval)
         self.load = ServiceMetrics(node, refresh=metric_refresh(metric_interval))
         self.connections = ConnectionLoad()
+        self.gate_load = Recent()  # a gate's zeros only while it served the service lately
         self._next_load = 0.0
         #: Seats of `share network` service groups on this node (agent/sandboxes.py).
         self.sandboxes = Sandboxes(runtime.kind, state_dir)
@@ -267,6 +274,7 @@ class NodeCore:
             rates = self.gates.request_rates(now)
             if rates is None:  # HAProxy not answering: its last samples stay and go stale
                 unread.add("gate")
+            rates = self.gate_load.keep(rates, now) if rates is not None else None
             values.update({(svc, RPS): (rate, "gate") for svc, rate in (rates or {}).items()})
         read_counters = getattr(self.dataplane, "connection_counters", None)  # the memory plane: none
         counted = counted_vips(facts, gated)

@@ -86,21 +86,31 @@ class Rates:
         return rates
 
 
-class ConnectionLoad:
-    """Connections/s per counted service from this node's data plane, reported while the node has
-    seen connections to it within `quiet` seconds: a node none of whose clients use a service
-    writes nothing for it (at 1,000 nodes a zero from each would be most of the store's writes),
-    and a service whose load stopped still gets zeros for a while, so it can scale down."""
+class Recent:
+    """Keeps a service's rate while this node has seen load for it within `quiet` seconds: a node
+    none of whose clients use a service writes nothing for it (at 1,000 nodes a zero from each
+    would be most of the store's writes), and a service whose load stopped still gets zeros for
+    a while, so it can scale down (its scale-down window, 5 minutes by default, is shorter)."""
 
     def __init__(self, quiet: float = 600.0) -> None:
         self.quiet = quiet
-        self._rates = Rates()
         self._active: dict[str, float] = {}
 
-    def sample(self, totals: Mapping[str, int], now: float) -> dict[str, float]:
-        rates = self._rates.sample(totals, now)
+    def keep(self, rates: Mapping[str, float], now: float) -> dict[str, float]:
         for service, rate in rates.items():
             if rate > 0:
                 self._active[service] = now
-        self._active = {s: at for s, at in self._active.items() if s in totals and now - at < self.quiet}
+        self._active = {s: at for s, at in self._active.items() if s in rates and now - at < self.quiet}
         return {s: rate for s, rate in rates.items() if s in self._active}
+
+
+class ConnectionLoad:
+    """Connections/s per counted service from this node's data plane, reported while recent
+    (`Recent`)."""
+
+    def __init__(self, quiet: float = 600.0) -> None:
+        self._rates = Rates()
+        self._recent = Recent(quiet)
+
+    def sample(self, totals: Mapping[str, int], now: float) -> dict[str, float]:
+        return self._recent.keep(self._rates.sample(totals, now), now)

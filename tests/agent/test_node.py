@@ -102,6 +102,29 @@ def test_gate_request_rates_are_reported_as_autoscaler_samples(tmp_path: Path) -
         core.shutdown(remove=True)
 
 
+def test_a_gate_that_served_no_request_for_ten_minutes_reports_nothing(tmp_path: Path) -> None:
+    """At 1,000 nodes every HAProxy's zero for every gated service would be most of the store's
+    writes on an idle cluster: a node reports a gated service's zeros only for 10 minutes after
+    its last request there (as the data plane's connection counts; time to scale down)."""
+    core = NodeCore("n1", SimRuntime(), state_dir=tmp_path)
+    key = "observed/metric/default/web/requests_per_second/n1"
+    gates = _Gates()
+    gates.answers = [{"default/web": 0.0}, {"default/web": 3.0}, {"default/web": 0.0}, {"default/web": 0.0}]
+    try:
+        core.gates = gates
+        assert key not in core.apply({})  # never served from here: nothing written
+        core._next_load = 0.0
+        assert core.apply({})[key]["value"] == 3.0
+        core._next_load = 0.0
+        assert core.apply({})[key]["value"] == 0.0  # stopped: zeros, so it can scale down
+        core.gate_load._active = {s: at - 600 for s, at in core.gate_load._active.items()}  # 10 min on
+        core._next_load = 0.0
+        assert key not in core.apply({})
+    finally:
+        core.gates = None
+        core.shutdown(remove=True)
+
+
 def test_the_metric_interval_sets_sampling_and_rewrite_periods(tmp_path: Path) -> None:
     """`cca agent --metric-interval 2`: counters read every 2 s, a steady sample rewritten every
     6 s (three intervals; 30 s at the default 10 s); beyond the autoscaler's 15 s sample period an
