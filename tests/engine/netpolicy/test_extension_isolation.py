@@ -113,6 +113,16 @@ def test_an_extension_over_budget_keeps_the_last_good_documents_and_says_so(tigh
     assert values["derived/firewall/n3"]["identities"]["payments/checkout"] == ["10.88.2.9"]
     assert STATUS not in changes.puts  # the same failure: written once
 
+    # Fail closed for what the last good solve never saw: an instance of a service added since
+    # (batch/job0) is neither guarded nor open in its node's document, so the agent holds it; an
+    # identity the last good policy left open (web) is open on a node it newly runs on.
+    values.update([_ip("batch", "job0", "job0-a", "n1", "10.88.1.5"),
+                   _ip("frontend", "web", "web-b", "n5", "10.88.5.2")])
+    changes, values = _run(controller, values, 3)
+    assert values["derived/firewall/n1"]["open"] == ["frontend/web"]
+    assert "batch/job0" not in values["derived/firewall/n1"]["policies"]
+    assert values["derived/firewall/n5"]["open"] == ["frontend/web"]
+
     # Explain answers from the last good documents and says why.
     fw = explain_connection(values, "frontend/web", "payments/checkout", 443, "tcp")
     assert fw["verdict"] == "allowed" and fw["rules"] == ["r3"] and "desired/lp/explode" in fw["stale"]
@@ -125,6 +135,7 @@ def test_an_extension_over_budget_keeps_the_last_good_documents_and_says_so(tigh
     del values["desired/lp/explode"]
     changes, values = _run(controller, values, 4)
     assert values[STATUS]["state"] == "ok" and "explode" in values[STATUS]["recovered_from"]
+    assert values["derived/firewall/n1"]["open"] == ["batch/job0", "frontend/web"]  # decided now
     assert controller.failure is None
     assert explain_connection(values, "frontend/web", "payments/checkout", 443, "tcp").get("stale") is None
 
