@@ -303,3 +303,18 @@ def test_revoking_an_allow_cuts_a_live_flow_through_the_vip(cluster):
     assert ask("vip") == "cut" and ask("direct") == "cut"
     listed = cluster.run(["conntrack", "-L", "-p", "tcp", "--dport", "5432", "-s", "10.79.1.4"])
     assert "ESTABLISHED" not in listed
+
+
+def test_a_guarded_backend_drops_external_clients_and_accepts_the_gateway(cluster):
+    """The documented limit (docs/agent.md, "Network policy"): an external client's address is no
+    identity, so a guarded backend behind an external port drops it; the node itself (the bridge
+    gateway: probes, node-originated and same-node gate connections) always gets in."""
+    cluster.plane.apply(DataPlaneState(
+        services={Frontend(VIP, 80): (C1,)}, external={Frontend("", 443): (C1,)},
+        identities={"shop/db": frozenset({"10.79.1.2"}), "shop/api": frozenset({"10.79.1.4"})},
+        policies={"shop/db": PolicyIngress("shop/db", frozenset({"10.79.1.2"}),
+                                           frozenset({("shop/api", 8080, "tcp")}))}))
+    assert cluster.connect("cl", VIP) == ["c1 10.79.1.4"]  # allowed identity
+    assert cluster.connect("n2", NODE1, 443)[0].startswith("TimeoutError")  # external: no identity
+    assert cluster.connect("n1", "10.79.1.2", 8080) == ["c1 10.79.1.1"]  # the host, from the gateway
+    assert cluster.connect("n1", VIP)[0].startswith("c1 ")
