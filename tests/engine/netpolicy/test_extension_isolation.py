@@ -12,6 +12,7 @@ from types import MappingProxyType
 import pytest
 
 from ccattler.engine.admission import policy_pool
+from ccattler.engine.admission.model import PolicyError
 from ccattler.engine.admission.policy_pool import PolicyLimits, configure, pool
 from ccattler.engine.facts.frozen import freeze
 from ccattler.engine.facts.snapshot import Snapshot
@@ -85,6 +86,17 @@ def tight():
 
 def test_the_exploding_extension_passes_the_fixture_validation():
     validate_extension("explode", EXPLODING)
+
+
+def test_an_extension_reading_an_input_nothing_produces_is_refused():
+    """`export/2` was declared as an operator input that nothing in a cluster produced: the tenant
+    isolation example then denied every cross-tenant allow. It is no input any more: an extension
+    that reads it without stating its own `export` facts is refused by validation."""
+    example = ('policy_deny("tenant-isolation", S, D) :- says(allow, D, S, _, _, _), identity(S, TS),\n'
+               "    identity(D, TD), TS != TD, not export(TD, TS).\n")
+    with pytest.raises(PolicyError, match="unknown predicate export/2"):
+        validate_extension("iso", example)
+    validate_extension("iso", 'export("payments", "ops").\n' + example)  # it lists its own pairs
 
 
 def test_an_extension_over_budget_keeps_the_last_good_documents_and_says_so(tight):
