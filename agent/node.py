@@ -21,6 +21,7 @@ from typing import Any
 
 from ccattler.agent.dataplane.base import DataPlane, DataPlaneState
 from ccattler.agent.dataplane.factory import check_kind, make_dataplane
+from ccattler.agent.dataplane.policy_state import decided
 from ccattler.agent.dataplane.state import StateBuilder, keys_under
 from ccattler.agent.desired import InstanceSpec, declared_volumes, desired_instances, node_subnet
 from ccattler.agent.dns.resolv import container_resolv_conf
@@ -29,7 +30,14 @@ from ccattler.agent.gates.model import gates_from_slice
 from ccattler.agent.identity import Identities
 from ccattler.agent.net.node import NodeNetwork
 from ccattler.agent.net.overlay import Overlay, peers_from_slice
-from ccattler.agent.reconcile import Backoff, BatchSecretSource, Reconciler, SecretSource, SecretValues
+from ccattler.agent.reconcile import (
+    Backoff,
+    BatchSecretSource,
+    NotYet,
+    Reconciler,
+    SecretSource,
+    SecretValues,
+)
 from ccattler.agent.runtime.base import Runtime
 from ccattler.agent.sandboxes import Sandboxes
 from ccattler.agent.service_metrics import (
@@ -41,7 +49,7 @@ from ccattler.agent.service_metrics import (
 )
 from ccattler.agent.telemetry import Telemetry
 from ccattler.engine.facts import CcaError
-from ccattler.engine.facts.keys import DNS
+from ccattler.engine.facts.keys import DNS, FIREWALL
 
 RPS = "requests_per_second"
 #: How often the gates' and the data plane's counters are read by default (`cca agent
@@ -90,6 +98,8 @@ class NodeCore:
         self._dataplane_wanted: DataPlaneState | None = None   # built from the last slice
         self._dataplane_builder = StateBuilder()  # keeps unchanged services' rows between builds
         self._dataplane_applied: DataPlaneState | None = None  # what the plane last took
+        #: (this node's firewall document, the identities it decides: `policy_state.decided`)
+        self._decided: tuple[Any, frozenset[str]] = (None, frozenset())
         self._service_route: str | None = None
         self._dataplane_error: str | None = None
         #: The VXLAN overlay to the other nodes (isolated runtimes only); None: single node.
@@ -314,6 +324,9 @@ class NodeCore:
         agent and its containers carry on). The service range is routed into the bridge so
         node-originated connections to VIPs reach the DNAT."""
         wanted = self._dataplane_builder.build(facts, self.node)
+        firewall = facts.get(FIREWALL + self.node)
+        if firewall is not self._decided[0]:
+            self._decided = (firewall, decided(firewall))
         self._dataplane_wanted = wanted
         try:
             if self.dataplane is None:
@@ -364,12 +377,21 @@ class NodeCore:
             self._service_route = cidr
 
     def _admit(self, spec: InstanceSpec) -> None:
-        """Fail closed (the reconciler calls this before it starts a process): an instance of a
-        policed identity starts only once its address is under that policy in the kernel."""
+        """Fail closed (the reconciler calls this before it starts a process): an instance with an
+        address starts only once this node's firewall document decides its identity — open
+        (nothing to do) or guarded, and then only once its address is under that policy in the
+        kernel. The network controller commits an address before the network-policy controller
+        (which runs after it) has written the document, so an identity the document does not
+        name yet waits (`NotYet`: no failure, tried again on the next apply)."""
         identity = spec.service  # "tenant/service": the identity policy names
         wanted = self._dataplane_wanted
-        if wanted is None or identity not in wanted.policies or spec.ip is None:
-            return  # an open identity: nothing to wait for
+        if wanted is None or spec.ip is None:
+            return  # no own network (process, sim runtimes): nothing to enforce
+        if identity not in wanted.policies:
+            if identity in self._decided[1]:
+                return  # open on this node, as its firewall document says
+            raise NotYet(f"waiting for network policy: {FIREWALL}{self.node} does not decide {identity} "
+                         "yet (fail closed)")
         with self._dataplane_lock:
             if self.dataplane is None or self._dataplane_applied != wanted:
                 raise CcaError(f"network policy of {identity} is not in the kernel yet (fail closed)")

@@ -40,6 +40,11 @@ SecretSource = Callable[[str], SecretValues]
 BatchSecretSource = Callable[[list[str]], Mapping[str, "SecretValues | CcaError"]]
 
 
+class NotYet(CcaError):
+    """Raised by `admit`: the instance may not start yet (say, its network policy is not decided
+    on this node); not a failed start — no backoff, no restart counted."""
+
+
 @dataclass(frozen=True, slots=True)
 class Backoff:
     """Restart delays: `initial` doubling up to `maximum`; `reset_after` seconds up forgets failures."""
@@ -99,7 +104,8 @@ class Reconciler:
         self.secrets, self.secret_refresh = secrets, secret_refresh
         self.secrets_many = secrets_many  # the refresh tick's one call for all (else one per instance)
         #: Called before a process starts (network policy in the kernel first: fail closed); a
-        #: CcaError is a failed start, retried with backoff.
+        #: CcaError is a failed start, retried with backoff; `NotYet` is no failure: the start
+        #: waits (its reason shown) and is tried again on the next reconcile.
         self.admit = admit
         #: Workload identities (None, inactive, or a runtime without identity files: none).
         self.identities = identities if identities is not None and runtime.identity_files else None
@@ -251,7 +257,11 @@ class Reconciler:
                 # a member of a `share network` group joins its seat's namespace (agent/sandboxes.py)
                 netns = self.network.attach(spec.sandbox or spec.key, spec.ip).netns_path
             if self.admit is not None:
-                self.admit(spec)
+                try:
+                    self.admit(spec)
+                except NotYet as exc:
+                    record.reason = str(exc)
+                    return
             identity = self._identity(spec)  # before anything runs: no identity, no start
             if not self._init_passed(spec, record, lambda: self._container(spec, netns, identity)):
                 return

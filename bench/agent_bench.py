@@ -167,6 +167,9 @@ def through_api(state: Path, n: int, rounds: int) -> None:
                                               "config": {"env": {}, "files": []},
                                               "resources": {"cpu": 100, "memory": 32 << 20}})
     store.put("derived/network/subnet/bench", {"node": "bench", "subnet": f"10.251.{third}.0/24"})
+    # what the network-policy controller writes: the agent starts nothing it has not decided
+    store.put("derived/firewall/bench", {"node": "bench", "identities": {}, "policies": {},
+                                         "open": ["default/web"]})
     figures = []
     try:
         for r in range(rounds):

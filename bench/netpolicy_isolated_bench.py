@@ -21,7 +21,8 @@ from ccattler.engine.netpolicy.evaluate import SOLVE_OPTIONS, decode_policy, eva
 from ccattler.engine.netpolicy.facts import extension_texts, snapshot_facts
 from ccattler.engine.solve import Session, load_program
 
-ISOLATION = ('policy_deny("iso", S, D) :- says(allow, D, S, _, _, _), identity(S, TS), identity(D, TD),\n'
+ISOLATION = ('export("t0", "t1").\n'
+             'policy_deny("iso", S, D) :- says(allow, D, S, _, _, _), identity(S, TS), identity(D, TD),\n'
              "    TS != TD, not export(TD, TS).\n%! program: netpolicy\n")
 
 

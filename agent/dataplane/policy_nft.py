@@ -36,8 +36,9 @@ a hand-edited chain: the table is replaced); later ones carry only changed eleme
 and sets of a destination that became or stopped being default-deny); a refused delta replaces it.
 Revocation: after a change that takes something away (a tuple revoked, an address leaving an
 allowed source's identity, a local address newly guarded; a grant takes nothing), the conntrack
-entries towards each local address of that destination are listed and the ones the new policy no
-longer allows are deleted (`conntrack -D`), so established flows of a revoked pair end too.
+entries towards each local address of that destination are listed — by reply source, so flows
+opened to a VIP and DNAT-ed to the address count too — and the ones the new policy no longer
+allows are deleted (`conntrack -D`), so established flows of a revoked pair end too.
 Fail closed: `admit(identity, ip)` puts a new instance's address under its identity's policy
 before the agent starts its process.
 """
@@ -55,8 +56,10 @@ from ccattler.agent.dataplane.base import PolicyIngress
 
 Runner = Callable[[Sequence[str], str | None], str]
 
+# A listed entry: its original tuple, then its reply tuple (where a DNAT-ed flow shows the backend).
 _CONNTRACK_LINE = re.compile(r"^(?P<proto>tcp|udp)\s.*?src=(?P<src>\S+) dst=(?P<dst>\S+) "
-                             r"sport=(?P<sport>\d+) dport=(?P<dport>\d+)")
+                             r"sport=(?P<sport>\d+) dport=(?P<dport>\d+)"
+                             r".*? src=(?P<rsrc>\S+) dst=\S+ sport=(?P<rsport>\d+) dport=\d+")
 _IP = r"(\d+\.\d+\.\d+\.\d+)"
 _NUM = r"(0x[0-9a-f]+|\d+)"
 _BLOCK = re.compile(r"^\t(map|set|chain|counter) (\w+) \{\n(.*?)^\t\}", re.M | re.S)
@@ -464,18 +467,23 @@ class PolicyTables:
                 self._cut_flows_to(ip, destination, new)
 
     def _cut_flows_to(self, ip: str, destination: str, state: PolicySet) -> None:
+        """Delete the flows into local address `ip` that the new policy no longer allows. Listed
+        by their reply source (`conntrack -L -r ip`): that is the backend for a flow opened to a
+        VIP and DNAT-ed to `ip` as well as for a direct one (`-d ip` matches the original
+        destination, the VIP, and missed the VIP's flows). The policy judges what the forward hook
+        saw: the original source, the backend's port (the reply's source port)."""
         try:
-            listed = self._run(["conntrack", "-L", "-d", ip], None)
+            listed = self._run(["conntrack", "-L", "-r", ip], None)
         except PolicyError:
             return  # no entries (conntrack exits 1 on some versions when nothing matches)
         for line in listed.splitlines():
             m = _CONNTRACK_LINE.match(line)
-            if not m or m["dst"] != ip or m["src"] == self.gateway:
+            if not m or m["rsrc"] != ip or m["src"] == self.gateway:
                 continue
-            if state.allows(destination, m["src"], int(m["dport"]), m["proto"]):
+            if state.allows(destination, m["src"], int(m["rsport"]), m["proto"]):
                 continue
-            try:
-                self._run(["conntrack", "-D", "-p", m["proto"], "-s", m["src"], "-d", ip,
+            try:  # by the original tuple (to the VIP, for a DNAT-ed flow)
+                self._run(["conntrack", "-D", "-p", m["proto"], "-s", m["src"], "-d", m["dst"],
                            "--sport", m["sport"], "--dport", m["dport"]], None)
             except PolicyError:
                 pass  # the flow ended meanwhile

@@ -2,8 +2,12 @@
 
 A node's document covers the default-deny identities with an instance on that node: their allowed
 (source identity, port, protocol) tuples and, for every identity those tuples or the node's
-instances mention, its addresses cluster-wide (from `derived/network/ip/`). Open identities need
-nothing: the data plane leaves them alone.
+instances mention, its addresses cluster-wide (from `derived/network/ip/`). The node's open
+identities are listed by name (`open`): the data plane leaves them alone, and the agent starts an
+instance only once its identity is in its node's document, under `policies` or `open` (fail
+closed: the network controller commits an address before this controller, which runs last, has
+decided its identity's policy; docs/agent.md, "Network policy"). An identity the last good solve
+did not see (a service added while an extension fails) is in neither, so its instances wait.
 
 Incremental: the logic is solved again only when what it reads changes (services' identities and
 ports, network rules, netpolicy extensions), and then only for the destination identities the
@@ -26,7 +30,7 @@ extension fixed or deleted) solves again, and the status says `ok`.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Mapping, Set
 from typing import Any, ClassVar
 
 from ccattler.engine.facts.keys import (
@@ -45,13 +49,18 @@ from ccattler.engine.netpolicy.isolated import ExtensionFailed, ExtensionFailure
 
 
 def node_document(node: str, policy: Policy, local: Mapping[str, set[str]],
-                  addresses: Mapping[str, Mapping[str, tuple[str, str]]]) -> dict[str, Any] | None:
+                  addresses: Mapping[str, Mapping[str, tuple[str, str]]],
+                  known: Set[str] | None = None) -> dict[str, Any] | None:
     """The firewall document of `node` (local: identity → its addresses on the node), or None when
-    no default-deny identity runs there."""
+    no identity `policy` decided runs there. `known`: the identities the policy was solved over
+    (None: every local one); a local identity outside it is neither guarded nor open."""
     policies: dict[str, Any] = {}
     mentioned: set[str] = set()
+    open_here = []
     for identity in sorted(local):
         if identity not in policy.guarded:
+            if known is None or identity in known:
+                open_here.append(identity)
             continue
         allowed = policy.allowed.get(identity, ())
         policies[identity] = {
@@ -62,14 +71,14 @@ def node_document(node: str, policy: Policy, local: Mapping[str, set[str]],
         }
         mentioned.add(identity)
         mentioned.update(t.source for t in allowed)
-    if not policies:
+    if not policies and not open_here:
         return None
     identities = {i: sorted({ip for _, ip in addresses.get(i, {}).values()}) for i in sorted(mentioned)}
-    return {"node": node, "identities": identities, "policies": policies}
+    return {"node": node, "identities": identities, "policies": policies, "open": open_here}
 
 
 class NetpolicyController:
-    """Writes one firewall document per node that runs a default-deny identity."""
+    """Writes one firewall document per node that runs an instance with an address."""
 
     name: ClassVar[str] = "netpolicy"
     reads: ClassVar[tuple[str, ...]] = (DESIRED_SERVICES, DESIRED_NETWORKS, DESIRED_LP, ADDRESSES, FIREWALL,
@@ -81,6 +90,7 @@ class NetpolicyController:
         self._inputs: tuple[Any, ...] | None = None  # what the last whole-policy solve read
         self._extensions = False  # whether any netpolicy extension is stored (no partial solves)
         self.policy = Policy()
+        self._known: frozenset[str] = frozenset()  # the identities self.policy was solved over
         self.solves = 0  # how often the logic ran (tests check incrementality)
         self._addr: dict[str, dict[str, tuple[str, str]]] = defaultdict(dict)  # identity → inst → (node, ip)
         self._where: dict[str, tuple[str, str]] = {}  # inst key → (identity, node)
@@ -148,8 +158,8 @@ class NetpolicyController:
         if before is None or any(k.startswith(DESIRED_LP) for k in logic):
             self._extensions = bool(extension_texts(values))
         touched = None
+        identities = {k[len(DESIRED_SERVICES):] for k in values if k.startswith(DESIRED_SERVICES)}
         if before is not None and not self._extensions:
-            identities = {k[len(DESIRED_SERVICES):] for k in values if k.startswith(DESIRED_SERVICES)}
             touched = facts.touched_destinations(before, values, logic, identities)
         if touched is None:
             inputs = policy_inputs(values)
@@ -163,6 +173,7 @@ class NetpolicyController:
                 self._failed = inputs
                 raise
             self._inputs, self.policy, self._good, self._failed = inputs, policy, True, None
+            self._known = frozenset(identities)
             self._sources_of = defaultdict(set)
             self._index_sources(self.policy.allowed)
             nodes.update(self._all_nodes(values))
@@ -170,6 +181,7 @@ class NetpolicyController:
             part = Part.of(values, touched, logic, identities)
             old = self.policy.allowed
             self.policy = merged(self.policy, evaluate(values, part=part), part)
+            self._known = frozenset(identities)
             self._inputs = None  # kept for whole-policy solves only
             for destination in touched:
                 for t in old.get(destination, ()):
@@ -227,7 +239,7 @@ class NetpolicyController:
         deletes = set()
         for node in nodes:
             key = FIREWALL + node
-            doc = node_document(node, self.policy, local[node], self._addr)
+            doc = node_document(node, self.policy, local[node], self._addr, self._known)
             if doc is None:
                 if key in values:
                     deletes.add(key)

@@ -42,7 +42,7 @@ def vocabulary() -> frozenset[Signature]:
 
 
 def _fixture() -> list:
-    return [atom("identity", "a/x", "a"), atom("identity", "b/y", "b"), atom("export", "b", "a"),
+    return [atom("identity", "a/x", "a"), atom("identity", "b/y", "b"),
             atom("rule", "r1", atom("allow")), atom("rule_from", "r1", atom("all")),
             atom("rule_to", "r1", atom("tenant", "b")), atom("exposes", "b/y", 80, atom("tcp"))]
 

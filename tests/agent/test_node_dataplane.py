@@ -1,6 +1,7 @@
 """NodeCore and its data plane (memory plane, no root): the slice's VIPs and policy reach the plane
-only when they change, failures never escape `apply`, and a policed instance starts only once its
-address is under its policy (fail closed)."""
+only when they change, failures never escape `apply`, a policed instance starts only once its
+address is under its policy, and an instance whose identity this node's firewall document does not
+decide yet (guarded or open) does not start at all (fail closed)."""
 
 from __future__ import annotations
 
@@ -12,12 +13,14 @@ from ccattler.agent.dataplane.base import Frontend
 from ccattler.agent.dataplane.memory import MemoryDataPlane
 from ccattler.agent.desired import InstanceSpec
 from ccattler.agent.node import NodeCore
+from ccattler.agent.reconcile import NotYet, Reconciler
 from ccattler.agent.runtime.sim import SimRuntime
 from ccattler.engine.facts import CcaError
 
 GRANT = {"from": "t/web", "port": 5432, "protocol": "tcp", "rule": "r"}
 FIREWALL = {"node": "n1", "identities": {"t/db": ["10.88.3.2"], "t/web": ["10.88.4.2"]},
-            "policies": {"t/db": {"local": ["10.88.3.2"], "named_by": ["r"], "allowed": [GRANT]}}}
+            "policies": {"t/db": {"local": ["10.88.3.2"], "named_by": ["r"], "allowed": [GRANT]}},
+            "open": ["t/web"]}
 SLICE = {"derived/vip/t/db": {"ip": "10.96.0.7", "range": "10.96.0.0/16",
                               "ports": [{"port": 5432, "protocol": "tcp", "external": False}]},
          "derived/endpoint/t/db": {"endpoints": [{"instance": "db-0", "node": "n1", "ip": "10.88.3.2"}]},
@@ -66,6 +69,47 @@ def test_admit_puts_a_new_address_under_its_identitys_policy(core: NodeCore) -> 
     assert "10.88.3.3" in core.dataplane.state.policies["t/db"].local_ips
     assert not core.dataplane.admits("10.88.9.9", "10.88.3.3", 5432, "tcp")
     core._admit(InstanceSpec("t", "web-1", "t/web", "busybox", ip="10.88.3.4"))  # open: nothing to do
+
+
+def test_an_identity_the_firewall_document_does_not_decide_yet_waits(core: NodeCore) -> None:
+    """The network controller commits an instance's address before the network-policy controller
+    (which runs after it) writes the firewall documents: the first instance of a guarded identity
+    on a node, or a service applied together with its rule, reaches the agent before its policy.
+    It waits until this node's document decides its identity (guarded or open)."""
+    db = InstanceSpec("t", "db-1", "t/db", "busybox", ip="10.88.3.3")
+    web = InstanceSpec("t", "web-1", "t/web", "busybox", ip="10.88.3.4")
+    no_document = {k: v for k, v in SLICE.items() if not k.startswith("derived/firewall/")}
+    core._sync_dataplane(no_document)
+    for spec in (db, web):
+        with pytest.raises(NotYet, match="derived/firewall/n1 does not decide"):
+            core._admit(spec)
+    # the document names other identities only (say, a failing extension's solve did not see web)
+    core._sync_dataplane(no_document | {"derived/firewall/n1": {**FIREWALL, "open": []}})
+    core._admit(db)  # guarded: under its policy in the kernel first
+    assert "10.88.3.3" in core.dataplane.state.policies["t/db"].local_ips
+    with pytest.raises(NotYet):
+        core._admit(web)
+    core._sync_dataplane(SLICE)
+    core._admit(web)  # open on this node, as its document says
+
+
+def test_waiting_for_policy_is_not_a_failed_start() -> None:
+    """`NotYet` from admit holds the start without backoff or a counted restart (rollouts count
+    restarts), and the next reconcile starts the instance once admit lets it."""
+    decided = False
+
+    def admit(spec: InstanceSpec) -> None:
+        if not decided:
+            raise NotYet("waiting for network policy: derived/firewall/n1 does not decide t/web yet")
+
+    reconciler = Reconciler("n1", SimRuntime(), workers=1, admit=admit)
+    spec = InstanceSpec("t", "web-1", "t/web", "busybox")
+    [doc] = reconciler.reconcile({spec.key: spec}).values()
+    assert doc["state"] == "pending" and doc["restarts"] == 0 and "network policy" in doc["reason"]
+    decided = True
+    [doc] = reconciler.reconcile({spec.key: spec}).values()
+    assert doc["state"] in ("starting", "running") and doc["restarts"] == 0 and doc["reason"] is None
+    reconciler.close()
 
 
 def test_inspect_dataplane_says_why_when_the_read_back_fails(tmp_path):

@@ -62,7 +62,8 @@ def test_plan_shows_the_policy_effect(tmp_path):
     assert "payments/database: default deny; allows payments/checkout:5432/any" in result.output
 
 
-ISOLATION = """% no tenant reaches another tenant's services unless the target exports to it
+ISOLATION = """% no tenant reaches another tenant's services unless listed here (target, source)
+export("payments", "ops").
 policy_deny("tenant-isolation", S, D) :- says(allow, D, S, _, _, _), identity(S, TS), identity(D, TD),
     TS != TD, not export(TD, TS).
 """

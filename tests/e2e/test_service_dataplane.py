@@ -192,3 +192,32 @@ def test_vip_balances_across_nodes_and_policy_matrix_holds(three_nodes, tmp_path
     answers = out.stdout.split()
     assert answers and not (set(answers) & gone), f"the stopped backend {gone} answered: {answers}"
     assert set(answers) <= names - gone, answers
+
+    if dataplane != "nftables":
+        return  # the rule-removal re-check runs once (CI's budget); the eBPF plane's revocation: its tests
+    # a rule removed (re-applied without `allow c -> web`): web stays default-deny (the deny names
+    # it), so c's pairs close too — same node, cross node and through the VIP — as explain says
+    without = smaller.replace("    allow default/c -> default/web port 8080\n", "")
+    assert without != smaller
+    (tmp_path / "cluster.cca").write_text(without)
+    shell.cca("apply", str(tmp_path / "cluster.cca"), "--wait", "--timeout", "90", timeout=120)
+
+    def web_policy(node: str) -> dict:
+        return _fact(shell, f"derived/firewall/{node}").get("policies", {}).get("default/web", {})
+
+    wait(lambda: all((p := web_policy(i["node"])) and not p["allowed"] for i in left),
+         "the firewall documents without c's tuple", timeout=30)
+    time.sleep(2)  # the agents' next tick carries them into every node's kernel
+    targets = " ".join([i["ip"] for i in left] + [vip])
+    probes = {(svc, i["name"], i["node"]): _exec(shell, i["name"], PROBE.replace("TARGETS", targets))
+              for svc, group in (("a", a), ("c", c)) for i in group}
+    for (svc, name, node), proc in probes.items():
+        rows = _results(proc)
+        for backend in left:
+            where = "same node" if backend["node"] == node else "cross node"
+            assert rows.get(backend["ip"]) == "fail", f"{svc} {name} -> web {backend['ip']} ({where}) " \
+                f"after the allow was removed: {rows.get(backend['ip'])}"
+        assert rows[vip] == "fail", f"{svc} {name} -> VIP {vip} after the allow was removed: {rows[vip]}"
+    said = json.loads(shell.cca("explain", "connection", "default/c", "default/web:8080/tcp",
+                                "-o", "json").stdout)
+    assert said["verdict"] == "denied", said

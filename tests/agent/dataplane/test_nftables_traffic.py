@@ -244,3 +244,77 @@ def test_inspect_reads_the_kernel_with_its_counters(cluster):
     assert policy["dropped"] >= 1  # c2's SYN (and its retries)
     assert not out["counters"]["allowed"].startswith(NOT_AVAILABLE)
     assert out["counters"]["backends"].startswith(NOT_AVAILABLE)
+
+
+ECHO = """
+import socket, threading
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("0.0.0.0", 5432)); s.listen(16)
+def serve(c):
+    while (data := c.recv(100)):
+        c.sendall(data)
+while True:
+    c, _ = s.accept(); threading.Thread(target=serve, args=(c,), daemon=True).start()
+"""
+
+LIVE_CLIENT = """
+import socket, sys
+c = socket.create_connection((sys.argv[1], 5432), timeout=1.0)
+for line in sys.stdin:
+    try:
+        c.sendall(b"x"); print("ok" if c.recv(10) == b"x" else "bad", flush=True)
+    except OSError:
+        print("cut", flush=True)
+"""
+
+
+def test_revoking_an_allow_cuts_a_live_flow_through_the_vip(cluster):
+    """A connection opened to a same-node VIP (DNAT-ed to c1, shop/db) ends when its allow is
+    revoked, like a direct one: its conntrack entry's original destination is the VIP, so the
+    flows are found by their reply source (the backend)."""
+    echo = ["ip", "netns", "exec", cluster.ns["c1"], sys.executable, "-c", ECHO]
+    cluster.procs.append(subprocess.Popen(echo))
+    identities = {"shop/db": frozenset({"10.79.1.2"}), "shop/api": frozenset({"10.79.1.4"}),
+                  "shop/other": frozenset({"10.79.1.3"})}
+
+    def state(*allowed):
+        return DataPlaneState(services={Frontend(VIP, 5432): (Backend("10.79.1.2", 5432, "n1"),)},
+                              identities=identities,
+                              policies={"shop/db": PolicyIngress("shop/db", frozenset({"10.79.1.2"}),
+                                                                 frozenset(allowed))})
+
+    cluster.plane.apply(state(("shop/api", 5432, "tcp")))
+    time.sleep(0.2)  # the echo server binds
+    clients = {}
+    for name, ip in (("vip", VIP), ("direct", "10.79.1.2")):
+        argv = ["ip", "netns", "exec", cluster.ns["cl"], sys.executable, "-c", LIVE_CLIENT, ip]
+        clients[name] = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        cluster.procs.append(clients[name])
+
+    def ask(name: str) -> str:
+        clients[name].stdin.write("\n")
+        clients[name].stdin.flush()
+        return clients[name].stdout.readline().strip()
+
+    assert ask("vip") == "ok" and ask("direct") == "ok"
+    cluster.plane.apply(state(("shop/api", 5432, "tcp"), ("shop/other", 80, "tcp")))  # a grant: kept
+    assert ask("vip") == "ok" and ask("direct") == "ok"
+    cluster.plane.apply(state(("shop/other", 80, "tcp")))  # api → db revoked
+    assert ask("vip") == "cut" and ask("direct") == "cut"
+    listed = cluster.run(["conntrack", "-L", "-p", "tcp", "--dport", "5432", "-s", "10.79.1.4"])
+    assert "ESTABLISHED" not in listed
+
+
+def test_a_guarded_backend_drops_external_clients_and_accepts_the_gateway(cluster):
+    """The documented limit (docs/agent.md, "Network policy"): an external client's address is no
+    identity, so a guarded backend behind an external port drops it; the node itself (the bridge
+    gateway: probes, node-originated and same-node gate connections) always gets in."""
+    cluster.plane.apply(DataPlaneState(
+        services={Frontend(VIP, 80): (C1,)}, external={Frontend("", 443): (C1,)},
+        identities={"shop/db": frozenset({"10.79.1.2"}), "shop/api": frozenset({"10.79.1.4"})},
+        policies={"shop/db": PolicyIngress("shop/db", frozenset({"10.79.1.2"}),
+                                           frozenset({("shop/api", 8080, "tcp")}))}))
+    assert cluster.connect("cl", VIP) == ["c1 10.79.1.4"]  # allowed identity
+    assert cluster.connect("n2", NODE1, 443)[0].startswith("TimeoutError")  # external: no identity
+    assert cluster.connect("n1", "10.79.1.2", 8080) == ["c1 10.79.1.1"]  # the host, from the gateway
+    assert cluster.connect("n1", VIP)[0].startswith("c1 ")

@@ -62,7 +62,10 @@ def test_runc_agent_through_the_api(api, join_node, busybox_state: Path, tmp_pat
                      "kind": "service", "tenant": "default", "name": "hello", "image": "busybox",
                      "command": HELLO, "env": {}, "config": {"env": {}, "files": []},
                      "resources": {"cpu": 100, "memory": 32 << 20}},
-                 "derived/network/subnet/n1": {"node": "n1", "subnet": f"{prefix}.0/24"}}
+                 "derived/network/subnet/n1": {"node": "n1", "subnet": f"{prefix}.0/24"},
+                 # what the network-policy controller writes: the agent starts nothing it has not decided
+                 "derived/firewall/n1": {"node": "n1", "identities": {}, "policies": {},
+                                         "open": ["default/hello"]}}
         for n, name in ((2, "hello-a"), (3, "hello-b")):
             facts[f"derived/placement/default/{name}"] = {"service": "default/hello", "instance": name,
                                                           "node": "n1", "revision": 1, "score": 0}

@@ -35,6 +35,9 @@ def hello_slice(node: str, subnet: str, names: list[str]) -> dict:
             "config": {"env": {"GREETING": "hi"}, "files": [{"path": "/etc/motd", "content": "hi\n",
                                                               "from": None}]}},
         f"derived/network/subnet/{node}": {"node": node, "subnet": subnet, "gateway": f"{prefix}.1"},
+        # what the network-policy controller writes: the agent starts nothing it has not decided
+        f"derived/firewall/{node}": {"node": node, "identities": {}, "policies": {},
+                                     "open": ["default/hello"]},
     }
     for n, name in enumerate(names, start=2):
         facts[f"derived/placement/default/{name}"] = {"service": "default/hello", "instance": name,

@@ -60,7 +60,10 @@ def cluster(api_harness, join_node, busybox_state: Path, tmp_path: Path, clean_c
                      "kind": "service", "tenant": "default", "name": "talk", "image": "busybox",
                      "command": TALK, "env": {}, "config": {"env": {}, "files": []},
                      "resources": {"cpu": 100, "memory": 32 << 20}, "tags": {"team": "a"}},
-                 "derived/network/subnet/n1": {"node": "n1", "subnet": f"{prefix}.0/24"}}
+                 "derived/network/subnet/n1": {"node": "n1", "subnet": f"{prefix}.0/24"},
+                 # what the network-policy controller writes: the agent starts nothing it has not decided
+                 "derived/firewall/n1": {"node": "n1", "identities": {}, "policies": {},
+                                         "open": ["default/talk", "default/pause"]}}
         for n, name in ((2, "talk-a"), (3, "talk-b")):
             facts[f"derived/placement/default/{name}"] = {"service": "default/talk", "instance": name,
                                                           "node": "n1", "revision": 1, "score": 0}

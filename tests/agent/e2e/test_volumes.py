@@ -91,6 +91,8 @@ def _db_slice(subnet: str, persistent: bool, placed: bool) -> dict:
         "desired/volume/default/data": {"kind": "volume", "tenant": "default", "name": "data",
                                         "size": 16 << 20, "persistent": persistent},
         "derived/network/subnet/n1": {"node": "n1", "subnet": subnet, "gateway": f"{prefix}.1"},
+        # what the network-policy controller writes: the agent starts nothing it has not decided
+        "derived/firewall/n1": {"node": "n1", "identities": {}, "policies": {}, "open": ["default/db"]},
     }
     if placed:
         facts["derived/placement/default/db-0"] = {"service": "default/db", "instance": "db-0", "node": "n1"}

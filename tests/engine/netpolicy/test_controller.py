@@ -50,7 +50,11 @@ def _run(controller, values, revision=1):
 def test_documents_per_node_cover_local_default_deny_identities():
     controller = NetpolicyController()
     changes, values = _run(controller, _world())
-    assert set(changes.puts) == {"derived/firewall/n2", "derived/firewall/n3"}  # n1 runs only open web
+    assert set(changes.puts) == {"derived/firewall/n1", "derived/firewall/n2", "derived/firewall/n3"}
+    # n1 runs only web, which no rule guards: its document names it open (the agent starts it then)
+    assert values["derived/firewall/n1"] == {"node": "n1", "identities": {}, "policies": {},
+                                             "open": ["frontend/web"]}
+    assert values["derived/firewall/n2"]["open"] == values["derived/firewall/n3"]["open"] == []
     db = values["derived/firewall/n3"]
     assert db["policies"] == {"payments/database": {
         "local": ["10.88.3.2"], "named_by": ["r1", "r2"],
@@ -68,7 +72,9 @@ def test_an_instance_move_changes_only_address_sets_and_only_documents_that_ment
     values[key] = doc
     changes, values = _run(controller, values, 2)
     assert controller.solves == 1  # no rule changed: the logic did not run again
-    assert set(changes.puts) == {"derived/firewall/n2"}  # only checkout's document names web
+    # checkout's document names web's addresses; n4 gets a document saying web is open there
+    assert set(changes.puts) == {"derived/firewall/n2", "derived/firewall/n4"}
+    assert values["derived/firewall/n4"]["open"] == ["frontend/web"]
     assert values["derived/firewall/n2"]["identities"]["frontend/web"] == ["10.88.1.2", "10.88.4.2"]
     # the database moves from n3 to n1: n3 loses its document, n1 gets one, n2 is untouched
     key, doc = _ip("payments", "database", "database-0", "n1", "10.88.1.9")
