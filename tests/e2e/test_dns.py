@@ -65,7 +65,8 @@ def _addresses(nslookup_output: str) -> set[str]:
     return set(re.findall(r"Address(?: \d+)?:\s*([0-9.]+)", answer))
 
 
-def test_containers_resolve_services_and_stateful_ordinals(three_nodes, tmp_path, wait) -> None:
+@pytest.mark.parametrize("dataplane", ["nftables", "ebpf"])  # both planes, the same test
+def test_containers_resolve_services_and_stateful_ordinals(three_nodes, tmp_path, wait, dataplane) -> None:
     shell = three_nodes.shell
     (tmp_path / "cluster.cca").write_text(CLUSTER)
     shell.cca("apply", str(tmp_path / "cluster.cca"), "--wait", "--timeout", "120", timeout=150)

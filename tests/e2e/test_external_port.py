@@ -17,7 +17,8 @@ pytestmark = pytest.mark.e2e
 PORT = 18443  # the external port (and the backends' own port)
 
 
-def test_external_port_answers_on_every_node_address(three_nodes, tmp_path, wait) -> None:
+@pytest.mark.parametrize("dataplane", ["nftables", "ebpf"])  # both planes, the same test
+def test_external_port_answers_on_every_node_address(three_nodes, tmp_path, wait, dataplane) -> None:
     shell = three_nodes.shell
     svc = f"ext{secrets.token_hex(2)}"
     (tmp_path / "ext.cca").write_text(f"""

@@ -20,7 +20,8 @@ pytestmark = pytest.mark.e2e
 LISTEN = 18080  # the gate's port on each node address
 
 
-def test_gate_two_hosts_sticky_on_every_node(three_nodes, tmp_path, wait) -> None:
+@pytest.mark.parametrize("dataplane", ["nftables", "ebpf"])  # both planes, the same test
+def test_gate_two_hosts_sticky_on_every_node(three_nodes, tmp_path, wait, dataplane) -> None:
     shell, tag = three_nodes.shell, secrets.token_hex(2)
     svc, cookie = f"gw{tag}", f"CCA_{tag}"
     hosts = (f"shop-{tag}.example.com", f"www.shop-{tag}.example.com")

@@ -193,8 +193,6 @@ def test_vip_balances_across_nodes_and_policy_matrix_holds(three_nodes, tmp_path
     assert answers and not (set(answers) & gone), f"the stopped backend {gone} answered: {answers}"
     assert set(answers) <= names - gone, answers
 
-    if dataplane != "nftables":
-        return  # the rule-removal re-check runs once (CI's budget); the eBPF plane's revocation: its tests
     # a rule removed (re-applied without `allow c -> web`): web stays default-deny (the deny names
     # it), so c's pairs close too — same node, cross node and through the VIP — as explain says
     without = smaller.replace("    allow default/c -> default/web port 8080\n", "")

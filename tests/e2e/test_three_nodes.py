@@ -28,7 +28,8 @@ HTTP = ("import http.client, sys; c = http.client.HTTPConnection(sys.argv[1], 80
 CONNECT = "import socket, sys; print(socket.create_connection((sys.argv[1], 7000), timeout=5).recv(2))"
 
 
-def test_containers_on_different_nodes_reach_each_other(three_nodes, tmp_path, wait) -> None:
+@pytest.mark.parametrize("dataplane", ["nftables", "ebpf"])  # both planes, the same test
+def test_containers_on_different_nodes_reach_each_other(three_nodes, tmp_path, wait, dataplane) -> None:
     shell = three_nodes.shell
     (tmp_path / "pong.cca").write_text(SERVICE)
     shell.cca("apply", str(tmp_path / "pong.cca"), "--wait", "--timeout", "90", timeout=120)

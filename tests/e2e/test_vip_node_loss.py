@@ -53,7 +53,8 @@ def _agent_ttl(pid: int) -> float:
     return float(args[args.index("--ttl") + 1]) if "--ttl" in args else 10.0
 
 
-def test_vip_answers_again_after_a_backend_node_is_lost(three_nodes, tmp_path, wait) -> None:
+@pytest.mark.parametrize("dataplane", ["nftables", "ebpf"])  # both planes, the same test
+def test_vip_answers_again_after_a_backend_node_is_lost(three_nodes, tmp_path, wait, dataplane) -> None:
     shell, tag = three_nodes.shell, secrets.token_hex(2)
     svc, client_svc = f"loss{tag}", f"cli{tag}"
     (tmp_path / "cluster.cca").write_text(_cluster(svc, client_svc))
