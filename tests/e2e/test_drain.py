@@ -2,7 +2,8 @@
 `cca up --sim-nodes 3`, six replicas with `disruption { min_available 5 }`; `cca drain sim-1`
 empties the node while every observation of the cluster keeps at least five ready; `cca
 enable-node` ends the drain and the rebalancer moves instances back (at most two a cycle), which
-`cca explain` names with their gains — the floor holding throughout."""
+`cca explain` names with their gains — the floor holding throughout; a node that then joins
+(its own `cca agent` with a join token) receives instances the same way."""
 
 from __future__ import annotations
 
@@ -46,6 +47,7 @@ def test_drain_keeps_the_floor_and_rebalancing_refills_the_node(shell, tmp_path:
     shell.cca("init", "--server", f"127.0.0.1:{port}")
     shell.cca("up", "--detach", "--sim-nodes", "3", "--server", f"127.0.0.1:{port}", "--state-dir",
               str(state), "--metrics", "off", "--rebalance-interval", "2")
+    joined = None
     try:
         (tmp_path / "web.cca").write_text(SERVICE)
         shell.cca("apply", str(tmp_path / "web.cca"), "--wait")
@@ -68,5 +70,17 @@ def test_drain_keeps_the_floor_and_rebalancing_refills_the_node(shell, tmp_path:
         assert recorded.fewest_ready >= 5 and recorded.most <= 7, (recorded.fewest_ready, recorded.most)
         explained = shell.cca("explain", "web").stdout
         assert "rebalancing: moved at" in explained and "→ sim-1" in explained, explained
+
+        # a node that joins (its own agent, with a join token) receives instances the same way
+        token = shell.cca("token", "create", "--ttl", "5m").stdout.strip()
+        joined = shell.spawn("sim-4", "agent", "--runtime", "sim", "--node-id", "sim-4", "--token", token,
+                             "--tick", "0.5", "--state-dir", str(tmp_path / "sim-4"))
+        with Recorder(shell) as recorded:
+            wait(lambda: on(shell, "sim-4"), "rebalancing to move instances onto the joined sim-4", 90)
+        assert recorded.fewest_ready >= 5 and recorded.most <= 7, (recorded.fewest_ready, recorded.most)
+        assert "→ sim-4" in shell.cca("explain", "web").stdout
     finally:
+        if joined is not None:
+            joined.terminate()
+            joined.wait(30)
         shell.cca("down", check=False, timeout=120)
