@@ -292,10 +292,13 @@ def main() -> None:
                     times = ask("conn", host, 80, args.connections + 10)[10:]
                     conns[mode].append((statistics.median(times), pct(times, 0.99)))
                     gbits[mode].append(nbytes * 8 / ask("bulk", host, 81, nbytes) / 1e9)
+                    # each connection translated by the plane the mode names, none by the other (nft
+                    # may count a connection twice: a SYN reusing a port whose old entry is closing)
                     got = (hits(nft) - before[0], hits(ebpf) - before[1])
-                    want = {"direct": (0, 0), "nftables": (args.connections + 11, 0),
-                            "ebpf": (0, args.connections + 11)}[mode]
-                    assert got == want, f"{mode}: translations (nft, ebpf) {got}, expected {want}"
+                    n = args.connections + 11
+                    ok = {"direct": got == (0, 0), "nftables": got[0] >= n and got[1] == 0,
+                          "ebpf": got == (0, n)}[mode]
+                    assert ok, f"{mode}: translations (nft, ebpf) {got} for {n} connections"
                     print(json.dumps({"round": r, "mode": mode, "conn_us": conns[mode][-1],
                                       "gbit_s": gbits[mode][-1]}), file=sys.stderr, flush=True)
             move(client_pid, plain)
