@@ -5,7 +5,8 @@ translated by the socket LB, against connecting to the backend directly, in the 
 Run: `.venv/bin/python bench/ebpf_bench.py [--services 30000] [--connections 2000] [--rounds 3]`.
 The programs are attached to a cgroup of the benchmark's own; clients are a child process in it;
 backends are loopback listeners (no traffic leaves the machine). Everything is removed at the end.
-`--nftables` adds the nftables plane's figures beside (agent/dataplane/nftables.py, when present).
+The nftables plane beside it, in the same run (and throughput through a VIP, agent CPU while
+services churn): bench/dataplane_bench.py, which reuses `map_updates` below.
 """
 
 from __future__ import annotations
@@ -67,6 +68,28 @@ def _services(n: int, backend: Backend) -> dict[Frontend, tuple[Backend, ...]]:
     return {Frontend(str(ipaddress.IPv4Address(base + i)), 80, "tcp"): (backend,) for i in range(n)}
 
 
+def map_updates(plane: EbpfDataPlane, rounds: int) -> dict[str, float]:
+    """Kernel writes through the plane's typed wrapper (bpf/syscall.py): one `cca_services` entry
+    per bpf() call (median of 200, µs), and 10,000 `cca_backends` entries in one batched update
+    (median of `rounds`, ms). Keys far from any service the plane programs; removed after."""
+    svc, be = plane.maps["cca_services"], plane.maps["cca_backends"]
+    one = []
+    for i in range(200):
+        t = time.perf_counter_ns()
+        svc.update(maps.svc_key("10.201.0.1", 80 + i, "tcp"), maps.svc_val(60000 + i, 0))
+        one.append(time.perf_counter_ns() - t)
+    pairs = [(maps.backend_key(70000 + i, 0), maps.backend_val("127.0.0.2", 1)) for i in range(10_000)]
+    batch = []
+    for _ in range(rounds):
+        t = time.perf_counter()
+        be.update_many(pairs)
+        batch.append(time.perf_counter() - t)
+    be.delete_many([k for k, _ in pairs])
+    for i in range(200):
+        svc.delete(maps.svc_key("10.201.0.1", 80 + i, "tcp"))
+    return {"one_us": statistics.median(one) / 1000, "batch_ms": statistics.median(batch) * 1000}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--services", type=int, default=30_000)
@@ -80,25 +103,10 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as state:
         plane = EbpfDataPlane(f"bench-{tag}", cgroup, state)
         try:
-            svc = plane.maps["cca_services"]
-            one = []
-            for i in range(200):
-                t = time.perf_counter_ns()
-                svc.update(maps.svc_key("10.201.0.1", 80 + i, "tcp"), maps.svc_val(60000 + i, 0))
-                one.append(time.perf_counter_ns() - t)
-            print(f"map update, one entry: median {statistics.median(one) / 1000:.1f} µs (200 updates)")
-            be = plane.maps["cca_backends"]
-            pairs = [(maps.backend_key(70000 + i, 0), maps.backend_val("127.0.0.2", 1))
-                     for i in range(10_000)]
-            batch = []
-            for _ in range(args.rounds):
-                t = time.perf_counter()
-                be.update_many(pairs)
-                batch.append(time.perf_counter() - t)
-            print(f"map update, 10,000 entries in one batch: median {statistics.median(batch) * 1000:.1f} ms")
-            be.delete_many([k for k, _ in pairs])
-            for i in range(200):
-                svc.delete(maps.svc_key("10.201.0.1", 80 + i, "tcp"))
+            figures = map_updates(plane, args.rounds)
+            print(f"map update, one entry: median {figures['one_us']:.1f} µs (200 updates)")
+            print(f"map update, 10,000 entries in one batch: median {figures['batch_ms']:.1f} ms")
+            svc, be = plane.maps["cca_services"], plane.maps["cca_backends"]
 
             services = _services(args.services, backend)
             for _ in range(args.rounds):

@@ -22,6 +22,7 @@ that is one of the programmed services (same run).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import random
@@ -141,6 +142,48 @@ def sh(*argv: str) -> str:
     return subprocess.run(list(argv), check=True, capture_output=True, text=True).stdout
 
 
+SUBNET = "10.99.0"  # the bridge 10.99.0.1 in the node netns; server .2, client .3 on it
+
+
+@contextlib.contextmanager
+def topology():
+    """Three scratch network namespaces: a node with a bridge (10.99.0.1/24, forwarding and bridge
+    netfilter on, as an agent's node has), and a server (10.99.0.2) and a client (10.99.0.3) on it,
+    each with a veth and a default route via the bridge. Yields (node, server, client, bridge) and
+    removes the namespaces (and with them the veths, the bridge and any nft tables) on the way out,
+    however it is left."""
+    from ccattler.agent.net import netns
+
+    sfx = secrets.token_hex(3)
+    node, server, client, bridge = f"nb{sfx}", f"nbs{sfx}", f"nbc{sfx}", f"nbb{sfx}"
+    made = []
+    try:
+        for ns in (node, server, client):
+            netns.create(ns)
+            made.append(ns)
+        ex = ["ip", "netns", "exec"]
+        sh(*ex, node, "ip", "link", "add", bridge, "type", "bridge")
+        sh(*ex, node, "ip", "addr", "add", f"{SUBNET}.1/24", "dev", bridge)
+        sh(*ex, node, "ip", "link", "set", bridge, "up")
+        sh(*ex, node, "sysctl", "-q", "-w", "net.ipv4.ip_forward=1")
+        sh(*ex, node, "sysctl", "-q", "-w", "net.bridge.bridge-nf-call-iptables=1")
+        for ns, ip in ((server, f"{SUBNET}.2"), (client, f"{SUBNET}.3")):
+            host, peer = f"h{ns[-7:]}", f"p{ns[-7:]}"
+            sh(*ex, node, "ip", "link", "add", host, "type", "veth", "peer", "name", peer, "netns", ns)
+            sh(*ex, node, "ip", "link", "set", host, "master", bridge, "up")
+            sh(*ex, ns, "ip", "addr", "add", f"{ip}/24", "dev", peer)
+            sh(*ex, ns, "ip", "link", "set", peer, "up")
+            sh(*ex, ns, "ip", "link", "set", "lo", "up")
+            sh(*ex, ns, "ip", "route", "add", "default", "via", f"{SUBNET}.1")
+        yield node, server, client, bridge
+    finally:
+        for ns in reversed(made):
+            try:
+                netns.remove(ns)
+            except OSError:
+                pass
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sizes", default="1000,10000,30000")
@@ -162,64 +205,43 @@ def main() -> None:
         plane.teardown()
         return
 
-    from ccattler.agent.net import netns
-
-    sfx = secrets.token_hex(3)
-    node, server, client, bridge = f"nb{sfx}", f"nbs{sfx}", f"nbc{sfx}", f"nbb{sfx}"
+    ex = ["ip", "netns", "exec"]
     procs = []
-    try:
-        for ns in (node, server, client):
-            netns.create(ns)
-        ex = ["ip", "netns", "exec"]
-        sh(*ex, node, "ip", "link", "add", bridge, "type", "bridge")
-        sh(*ex, node, "ip", "addr", "add", "10.99.0.1/24", "dev", bridge)
-        sh(*ex, node, "ip", "link", "set", bridge, "up")
-        sh(*ex, node, "sysctl", "-q", "-w", "net.ipv4.ip_forward=1")
-        sh(*ex, node, "sysctl", "-q", "-w", "net.bridge.bridge-nf-call-iptables=1")
-        for ns, ip in ((server, "10.99.0.2"), (client, "10.99.0.3")):
-            host, peer = f"h{ns[-7:]}", f"p{ns[-7:]}"
-            sh(*ex, node, "ip", "link", "add", host, "type", "veth", "peer", "name", peer, "netns", ns)
-            sh(*ex, node, "ip", "link", "set", host, "master", bridge, "up")
-            sh(*ex, ns, "ip", "addr", "add", f"{ip}/24", "dev", peer)
-            sh(*ex, ns, "ip", "link", "set", peer, "up")
-            sh(*ex, ns, "ip", "link", "set", "lo", "up")
-            sh(*ex, ns, "ip", "route", "add", "default", "via", "10.99.0.1")
-        procs.append(subprocess.Popen([*ex, server, sys.executable, "-c", SERVER]))
-        env = dict(os.environ, BENCH_BRIDGE=bridge)
-        argv = [*ex, node, sys.executable, "-u", __file__, "--inner", "--sizes",
-                ",".join(map(str, args.sizes)), "--changes", str(args.changes), "--conns", str(args.conns)]
-        t0 = time.time()
-        inner_proc = subprocess.Popen(argv, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-        procs.append(inner_proc)
-        if args.conns:
-            inner_proc.stdin.write("go\n")
-            inner_proc.stdin.flush()
-        results = json.loads(inner_proc.stdout.readline())
-        if args.conns:
-            out = sh(*ex, client, sys.executable, "-c", CLIENT, "10.99.0.2", vip(0), str(args.conns))
-            out = json.loads(out)
-            d, v = out["direct"][10:], out["vip"][10:]  # the first few warm caches up
-            results["connections"] = {
-                "services": max(args.sizes), "n": len(d),
-                "direct_us_p50": statistics.median(d), "direct_us_p99": pct(d, 0.99),
-                "vip_us_p50": statistics.median(v), "vip_us_p99": pct(v, 0.99),
-                "overhead_us_p50": statistics.median(v) - statistics.median(d)}
-            inner_proc.stdin.write("done\n")
-            inner_proc.stdin.flush()
-        inner_proc.wait(timeout=120)
-        results["wall_s"] = time.time() - t0
-        results["date"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-        print(json.dumps(results, indent=2))
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-            p.wait()
-        for ns in (client, server, node):
-            try:
-                netns.remove(ns)
-            except OSError:
-                pass
+    with topology() as (node, server, client, bridge):
+        try:
+            procs.append(subprocess.Popen([*ex, server, sys.executable, "-c", SERVER]))
+            env = dict(os.environ, BENCH_BRIDGE=bridge)
+            argv = [*ex, node, sys.executable, "-u", __file__, "--inner",
+                    "--sizes", ",".join(map(str, args.sizes)),
+                    "--changes", str(args.changes), "--conns", str(args.conns)]
+            t0 = time.time()
+            inner_proc = subprocess.Popen(argv, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                          text=True)
+            procs.append(inner_proc)
+            if args.conns:
+                inner_proc.stdin.write("go\n")
+                inner_proc.stdin.flush()
+            results = json.loads(inner_proc.stdout.readline())
+            if args.conns:
+                out = sh(*ex, client, sys.executable, "-c", CLIENT, "10.99.0.2", vip(0), str(args.conns))
+                out = json.loads(out)
+                d, v = out["direct"][10:], out["vip"][10:]  # the first few warm caches up
+                results["connections"] = {
+                    "services": max(args.sizes), "n": len(d),
+                    "direct_us_p50": statistics.median(d), "direct_us_p99": pct(d, 0.99),
+                    "vip_us_p50": statistics.median(v), "vip_us_p99": pct(v, 0.99),
+                    "overhead_us_p50": statistics.median(v) - statistics.median(d)}
+                inner_proc.stdin.write("done\n")
+                inner_proc.stdin.flush()
+            inner_proc.wait(timeout=120)
+            results["wall_s"] = time.time() - t0
+            results["date"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+            print(json.dumps(results, indent=2))
+        finally:
+            for p in procs:
+                if p.poll() is None:
+                    p.kill()
+                p.wait()
 
 
 if __name__ == "__main__":
