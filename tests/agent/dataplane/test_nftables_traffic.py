@@ -22,6 +22,8 @@ from ccattler.agent.dataplane.base import Backend, DataPlaneState, Frontend, Pol
 from ccattler.agent.dataplane.nftables import NftablesDataPlane
 from ccattler.agent.dataplane.policy_nft import run_command
 from ccattler.agent.net import netns
+from tests.agent.dataplane.flows import CLIENT as LIVE_CLIENT
+from tests.agent.dataplane.flows import SERVER as ECHO
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("nft"), reason="needs root and nft")
 
@@ -244,28 +246,6 @@ def test_inspect_reads_the_kernel_with_its_counters(cluster):
     assert policy["dropped"] >= 1  # c2's SYN (and its retries)
     assert not out["counters"]["allowed"].startswith(NOT_AVAILABLE)
     assert out["counters"]["backends"].startswith(NOT_AVAILABLE)
-
-
-ECHO = """
-import socket, threading
-s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-s.bind(("0.0.0.0", 5432)); s.listen(16)
-def serve(c):
-    while (data := c.recv(100)):
-        c.sendall(data)
-while True:
-    c, _ = s.accept(); threading.Thread(target=serve, args=(c,), daemon=True).start()
-"""
-
-LIVE_CLIENT = """
-import socket, sys
-c = socket.create_connection((sys.argv[1], 5432), timeout=1.0)
-for line in sys.stdin:
-    try:
-        c.sendall(b"x"); print("ok" if c.recv(10) == b"x" else "bad", flush=True)
-    except OSError:
-        print("cut", flush=True)
-"""
 
 
 def test_revoking_an_allow_cuts_a_live_flow_through_the_vip(cluster):

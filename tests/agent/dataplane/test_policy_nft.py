@@ -21,31 +21,10 @@ import pytest
 from ccattler.agent.dataplane.base import PolicyIngress
 from ccattler.agent.dataplane.policy_nft import PolicyTables, render, run_command
 from ccattler.agent.dataplane.policy_state import policy_state
+from tests.agent.dataplane.flows import CLIENT, SERVER
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("nft") or not shutil.which("conntrack"),
                                 reason="needs root, nft and conntrack")
-
-SERVER = """
-import socket, threading
-s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-s.bind(("0.0.0.0", 5432)); s.listen(16)
-def serve(c):
-    while (data := c.recv(100)):
-        c.sendall(data)
-while True:
-    c, _ = s.accept(); threading.Thread(target=serve, args=(c,), daemon=True).start()
-"""
-
-CLIENT = """
-import socket, sys
-c = socket.create_connection((sys.argv[1], 5432), timeout=1.0)
-for line in sys.stdin:
-    try:
-        c.sendall(b"x"); print("ok" if c.recv(10) == b"x" else "bad", flush=True)
-    except OSError as e:
-        print("cut", flush=True)
-"""
-
 
 def sh(*argv, check=True):
     done = subprocess.run(list(argv), capture_output=True, text=True, check=False)

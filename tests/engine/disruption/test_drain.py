@@ -162,27 +162,25 @@ def _autoscaled_sim(instances: int, to: int, disruption: dict) -> Sim:
     return sim
 
 
+def _drain_keeping(sim: Sim, floor: int, ticks: int) -> None:
+    """Drain the busiest node: never below `floor` ready, and it ends drained with all back."""
+    count = len(sim.instances("web"))
+    source = busiest(sim, "web")
+    sim.intent(source, "drain")
+    for _ in range(ticks):
+        sim.push()
+        sim.tick()
+        assert sim.ready("web") >= floor, sim.history[-1]
+    assert sim.condition(source) == "drained" and sim.ready("web") == count
+
+
 def test_a_drain_keeps_the_floor_of_the_autoscaled_count():
     """instances 4, max_unavailable 1, autoscaled to 9: the floor is 8 (of 9), not 3 (of the user's
     4) — the drain never has more than one instance away."""
-    sim = _autoscaled_sim(4, 9, {"min_available": None, "max_unavailable": 1})
-    source = busiest(sim, "web")
-    sim.intent(source, "drain")
-    for _ in range(40):
-        sim.push()
-        sim.tick()
-        assert sim.ready("web") >= 8, sim.history[-1]
-    assert sim.condition(source) == "drained" and sim.ready("web") == 9
+    _drain_keeping(_autoscaled_sim(4, 9, {"min_available": None, "max_unavailable": 1}), floor=8, ticks=40)
 
 
 def test_a_drain_of_an_autoscaled_down_service_is_not_held_by_the_users_count():
     """instances 10, max_unavailable 1, autoscaled down to 3: the floor is 2, so the drain moves
     them; with the user's 10 the floor would be 9 and it would wait forever."""
-    sim = _autoscaled_sim(10, 3, {"min_available": None, "max_unavailable": 1})
-    source = busiest(sim, "web")
-    sim.intent(source, "drain")
-    for _ in range(30):
-        sim.push()
-        sim.tick()
-        assert sim.ready("web") >= 2, sim.history[-1]
-    assert sim.condition(source) == "drained" and sim.ready("web") == 3
+    _drain_keeping(_autoscaled_sim(10, 3, {"min_available": None, "max_unavailable": 1}), floor=2, ticks=30)
