@@ -63,6 +63,27 @@ def changed_frontends(state: DataPlaneState, last: tuple[Mapping, Mapping], full
     return out
 
 
+def service_changes(raw: Mapping, before: Mapping) -> tuple[list, list]:
+    """(frontend, backends) of `raw` that are new or differ from `before`, and the frontends of
+    `before` that `raw` lacks. Rows kept by the agent's StateBuilder (the same objects, in the same
+    order) are passed over by identity; otherwise every frontend is looked up in `before`."""
+    if raw is before:
+        return [], []
+    same_order = _in_step(raw, before)
+    if same_order is not None:
+        return same_order, []
+    changed, kept = [], 0
+    for front, backends in raw.items():
+        had = before.get(front, _MISSING)
+        if had is not _MISSING:
+            kept += 1
+            if had is backends or had == backends:
+                continue
+        changed.append((front, backends))
+    removed = list(before.keys() - raw.keys()) if kept < len(before) else []
+    return changed, removed
+
+
 def _in_step(raw: Mapping, before: Mapping) -> list | None:
     """The changed (frontend, backends) when `raw` has the same frontends as `before` in the same
     order (walked side by side: no hashing of 30,000 dataclass keys), else None."""

@@ -496,3 +496,67 @@ def test_udp_socket_lb_translates_sendto_and_connect_and_shows_the_vip(plane):
     finally:
         a.close()
         b.close()
+
+
+def test_one_service_changed_among_many_writes_only_its_entries(plane, monkeypatch):
+    """`apply` is incremental: with 2,000 services programmed, one changed, one added and one
+    removed write exactly their own entries, only they are validated and diffed again (the rows
+    kept are not even read), and the maps hold the whole desired state afterwards (read back)."""
+    from ccattler.agent.dataplane import ebpf
+    from ccattler.bpf import maps
+
+    dp = plane()
+
+    class Kept(tuple):
+        """Backends of a row the agent kept: counts how often the plane reads one."""
+        reads = 0
+
+        def __iter__(self):
+            Kept.reads += 1
+            return super().__iter__()
+
+    def two(i: int) -> tuple[Backend, ...]:
+        return Kept(Backend(f"10.{net}.{i // 250}.{1 + i % 250}", 80) for net in (78, 79))
+
+    services = {Frontend(f"10.96.{i // 250}.{1 + i % 250}", 80): two(i) for i in range(2000)}
+    dp.apply(DataPlaneState(services=services))
+    assert dp.programmed().services == services
+    seen = []
+    real = ebpf.validated
+    monkeypatch.setattr(ebpf, "validated", lambda kind, front, backends: seen.append(front) or
+                        real(kind, front, backends))
+
+    def slots_of(front: Frontend) -> dict[int, tuple]:
+        [sid] = [maps.parse_svc_val(v)[0] for k, v in dp.maps["cca_services"].read_all().items()
+                 if maps.parse_svc_key(k) == (front.ip, front.port, front.protocol)]
+        return {maps.parse_backend_key(k)[1]: maps.parse_backend_val(v)
+                for k, v in dp.maps["cca_backends"].read_all().items() if maps.parse_backend_key(k)[0] == sid}
+
+    writes, Kept.reads = dp.writes, 0
+    dp.apply(DataPlaneState(services=dict(services)))  # the same rows in a new dict: nothing to do
+    assert dp.writes == writes and seen == [] and Kept.reads == 0
+
+    changed = dict(services)
+    one = Frontend("10.96.0.8", 80)
+    changed[one] = (services[one][0], Backend("10.80.0.1", 80))  # one backend replaced: one slot
+    dp.apply(DataPlaneState(services=changed))
+    assert dp.writes - writes == 1 and seen == [one]
+    assert Kept.reads == 0  # the 1,999 kept rows were passed over, not diffed again
+    assert slots_of(one) == {0: ("10.78.0.8", 80), 1: ("10.80.0.1", 80)}
+
+    writes, seen[:] = dp.writes, []
+    grown = dict(changed)
+    del grown[Frontend("10.96.1.1", 80)]  # its frontend and its 2 slots
+    new = Frontend("10.96.77.3", 8080, "udp")
+    grown[new] = (Backend("10.80.0.2", 53),)  # its slot and its count
+    dp.apply(DataPlaneState(services=grown))
+    assert dp.writes - writes == 3 + 2 and seen == [new]
+    assert dp.programmed().services == grown
+
+    writes, seen[:] = dp.writes, []
+    reordered = dict(reversed(list(grown.items())))  # other order: looked up, still nothing written
+    dp.apply(DataPlaneState(services=reordered))
+    assert dp.writes == writes and seen == []
+    dp.repair()  # after a repair, every frontend is diffed against the maps read back: no writes
+    dp.apply(DataPlaneState(services=reordered))
+    assert dp.writes == writes and dp.programmed().services == grown
