@@ -95,7 +95,33 @@ def stabilize(recommendation: int, current: int, now_ms: int, history, up_ms: in
         runs[-1][1] = now_ms
     else:
         runs.append([now_ms, now_ms, recommendation])
-    return count, runs, hold
+    return count, prune_runs(runs), hold
+
+
+#: Runs a stored history keeps at most, after the exact pruning below: a recommendation that
+#: changes at every tick within a long window would otherwise grow the document (and each
+#: reconcile's work) with the window, not with what exists. Past it the oldest runs go, so a
+#: stabilization hold can end early only after this many distinct changes inside one window.
+MAX_HISTORY_RUNS = 1_000
+
+
+def prune_runs(runs: list[list[int]]) -> list[list[int]]:
+    """Drop the runs no decision can use, then cap at MAX_HISTORY_RUNS (the newest kept). A run
+    with a newer run recommending less *and* a newer run recommending more is never chosen: while it
+    is inside a window so are both newer ones (runs are in time order), so the lowest in the up
+    window and the highest in the down window are elsewhere. Exact: `stabilize` decides the same."""
+    kept: list[list[int]] = []
+    low = high = None  # the lowest and highest recommendation of the newer runs
+    for run in reversed(runs):
+        rec = run[2]
+        if low is None or not (low < rec < high):
+            kept.append(run)
+        low = rec if low is None else min(low, rec)
+        high = rec if high is None else max(high, rec)
+        if len(kept) == MAX_HISTORY_RUNS:
+            break
+    kept.reverse()
+    return kept
 
 
 def decide(h: dict, current: int, instances, events: dict, now_ms: int, history,

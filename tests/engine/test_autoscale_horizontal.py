@@ -108,3 +108,53 @@ def test_a_repeated_recommendation_is_one_run():
     # standing run to now: it was recommended at every tick in between)
     _, runs, _ = horizontal.stabilize(3, 4, T0 + 400_000, runs, 0, 300_000)
     assert runs == [[T0 + 400_000, T0 + 400_000, 3]]
+
+
+def _stabilize_unpruned(recommendation, current, now_ms, history, up_ms, down_ms):
+    """`stabilize` as it was before pruning: every run inside the longest window kept."""
+    count, _, hold = horizontal.stabilize(recommendation, current, now_ms, history, up_ms, down_ms)
+    keep = max(up_ms, down_ms)
+    runs = [list(r) for r in history if r[1] > now_ms - keep]
+    if runs and runs[-1][2] == recommendation:
+        runs[-1][1] = now_ms
+    else:
+        runs.append([now_ms, now_ms, recommendation])
+    return count, runs, hold
+
+
+def test_pruning_the_history_decides_exactly_as_the_whole_history():
+    """Issue 12 class 3: the stored history is pruned of runs no decision can use, and the
+    decisions (count and hold) over random recommendation sequences are those of the whole one."""
+    import random
+
+    rng = random.Random(12)
+    dropped = 0
+    for _ in range(40):
+        up_ms, down_ms = rng.choice([0, 30_000, 120_000]), rng.choice([60_000, 300_000, 900_000])
+        whole: list = []
+        pruned: list = []
+        now, current = T0, 5
+        for _ in range(200):
+            now += rng.choice([1_000, 10_000, 15_000, 60_000])
+            rec = rng.randint(1, 12)
+            # the histories differ, so compare decisions on each, as the live controller makes them
+            count_a, _, hold_a = horizontal.stabilize(rec, current, now, whole, up_ms, down_ms)
+            count_b, pruned, hold_b = horizontal.stabilize(rec, current, now, pruned, up_ms, down_ms)
+            _, whole, _ = _stabilize_unpruned(rec, current, now, whole, up_ms, down_ms)
+            assert (count_a, hold_a) == (count_b, hold_b)
+            assert len(pruned) <= len(whole)
+            current = count_a
+        dropped += len(whole) - len(pruned)
+    assert dropped > 0  # the pruning did drop runs
+
+
+def test_the_history_is_capped_whatever_the_window():
+    """A recommendation changing at every tick inside a 30-day window keeps at most
+    MAX_HISTORY_RUNS runs (the newest): the document does not grow with history."""
+    runs: list = []
+    day = 86_400_000
+    for tick in range(3 * horizontal.MAX_HISTORY_RUNS):
+        rec = 1 + tick % 2 * 9  # 1, 10, 1, 10, …: ties keep every run until the cap
+        _, runs, _ = horizontal.stabilize(rec, 5, T0 + tick * 1_000, runs, 30 * day, 30 * day)
+    assert len(runs) == horizontal.MAX_HISTORY_RUNS
+    assert runs[-1][0] == T0 + (3 * horizontal.MAX_HISTORY_RUNS - 1) * 1_000
