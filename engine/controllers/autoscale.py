@@ -16,10 +16,18 @@ from collections import defaultdict
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
+from ccattler.engine.admission.vocabulary import committed_instances, effective_quota
 from ccattler.engine.autoscale import calc, horizontal, vertical
-from ccattler.engine.autoscale.effective import vertical_requests
+from ccattler.engine.autoscale.effective import effective_service, vertical_requests
 from ccattler.engine.facts import observed_instance, service_doc
-from ccattler.engine.facts.keys import DESIRED_SERVICES, INSTANCES, METRICS, OBSERVED_INSTANCES, SCALE
+from ccattler.engine.facts.keys import (
+    DESIRED_SERVICES,
+    DESIRED_TENANTS,
+    INSTANCES,
+    METRICS,
+    OBSERVED_INSTANCES,
+    SCALE,
+)
 from ccattler.engine.facts.snapshot import ChangeSet, Snapshot
 
 #: Samples older than this many sample periods count as missing.
@@ -30,7 +38,8 @@ _STATE = {"running": calc.RUNNING, "pending": calc.PENDING, "starting": calc.PEN
 
 class AutoscaleController:
     name: ClassVar[str] = "autoscaler"
-    reads: ClassVar[tuple[str, ...]] = (DESIRED_SERVICES, INSTANCES, OBSERVED_INSTANCES, METRICS, SCALE)
+    reads: ClassVar[tuple[str, ...]] = (DESIRED_SERVICES, DESIRED_TENANTS, INSTANCES, OBSERVED_INSTANCES,
+                                        METRICS, SCALE)
     writes: ClassVar[tuple[str, ...]] = (SCALE,)
 
     def __init__(self, time_zone: str = "UTC", sample_period: float = 15.0) -> None:
@@ -77,10 +86,11 @@ class AutoscaleController:
             elif key.startswith(SCALE):
                 scales[key[len(SCALE):]] = doc
         puts: dict[str, Any] = {}
-        for full, service in services.items():
+        quotas = TenantRoom(snapshot, scales)
+        for full, service in sorted(services.items()):
             tenant = full.split("/", 1)[0]
             doc = self.decide(full, service, sorted(members.get(full, [])), tenant, snapshot,
-                              metrics.get(full, {}), scales.get(full), now)
+                              metrics.get(full, {}), scales.get(full), now, quotas)
             old = scales.get(full)
             if doc != old:
                 puts[SCALE + full] = doc
@@ -92,7 +102,8 @@ class AutoscaleController:
         gone = frozenset(SCALE + f for f in scales if f not in services)
         return ChangeSet(puts=puts, deletes=gone)
 
-    def decide(self, full, service, names, tenant, snapshot, metrics, previous, now) -> dict:
+    def decide(self, full, service, names, tenant, snapshot, metrics, previous, now,
+               quotas: TenantRoom | None = None) -> dict:
         now_ms = int(now * 1000)
         stale_before = now - STALE_PERIODS * self.sample_period
         fresh = {name: {src: s for src, s in by_src.items()
@@ -107,6 +118,8 @@ class AutoscaleController:
         h = service_doc.horizontal(service)
         if h:
             doc.update(self._horizontal(h, service, insts, fresh, previous, now_ms))
+            if quotas is not None:
+                quotas.clamp(full, service, requests, doc)
         v = service_doc.vertical(service)
         if v:
             doc.update(_vertical(v, service, requests, _window_usage(insts, observed, now_ms), previous,
@@ -161,6 +174,53 @@ class AutoscaleController:
         return calc.Instance(name, state=_STATE.get(observed.get("state"), calc.PENDING), ready=ready,
                              requests=requests, samples=samples,
                              cpu_unready=_cpu_unready(observed, ready, now))
+
+
+class TenantRoom:
+    """The tenant quota (engine/admission/vocabulary.effective_quota: instances, and cpu/memory
+    when declared) as a ceiling on autoscaled counts. Admission counts a service's committed
+    instances (its `instances`, or `min` when higher); above that, the count the autoscaler
+    sets is bounded here: a service may grow only into what the tenant's other services leave.
+    Services are decided in key order and each sees the counts decided before it."""
+
+    def __init__(self, snapshot: Snapshot, scales: Mapping[str, Any]) -> None:
+        self._quota: dict[str, dict[str, Any]] = {}
+        self._counts: dict[str, tuple[int, int, int]] = {}  # service → (instances, cpu, memory)
+        for key, doc in snapshot.values.items():
+            if key.startswith(DESIRED_SERVICES) and isinstance(doc, Mapping):
+                full = key[len(DESIRED_SERVICES):]
+                count = effective_service(doc, scales.get(full)).get("instances")
+                self._set(full, doc, count if isinstance(count, int) else committed_instances(doc),
+                          vertical_requests(doc, scales.get(full)) or service_doc.resources(doc))
+            elif key.startswith(DESIRED_TENANTS) and isinstance(doc, Mapping):
+                self._quota[key[len(DESIRED_TENANTS):]] = effective_quota(doc)
+
+    def _set(self, full: str, doc: Mapping[str, Any], count: int, requests: Mapping[str, Any]) -> None:
+        self._counts[full] = (count, count * int(requests.get("cpu") or 0),
+                              count * int(requests.get("memory") or 0))
+
+    def clamp(self, full: str, service: Mapping[str, Any], requests: Mapping[str, Any], doc: dict) -> None:
+        """Lower `doc["desired"]` to the tenant's room (never below the committed count, which
+        admission already holds within the quota) and say so in its clamp and reasons."""
+        tenant = full.split("/", 1)[0]
+        quota = self._quota.get(tenant) or effective_quota(None)
+        others = [c for name, c in self._counts.items() if name != full and name.split("/", 1)[0] == tenant]
+        room = []
+        for index, (resource, per) in enumerate((("instances", 1), ("cpu", requests.get("cpu")),
+                                                 ("memory", requests.get("memory")))):
+            limit, per = quota.get(resource), int(per or 0)
+            if isinstance(limit, int) and per > 0:
+                left = limit - sum(c[index] for c in others)
+                room.append((max(0, left) // per, resource, limit))
+        desired = doc["desired"]
+        if room:
+            most, resource, limit = min(room)
+            most = max(most, committed_instances(service))
+            if desired > most:
+                doc["clamp"] = f"lowered to {most} by tenant {tenant}'s {resource} quota ({limit})"
+                doc["reasons"] = [*doc["reasons"], f"{desired} {doc['clamp']}"]
+                doc["desired"] = desired = most
+        self._set(full, service, desired, requests)
 
 
 def _cpu_unready(observed: Mapping[str, Any], ready: bool, now: float) -> bool | None:

@@ -162,3 +162,21 @@ def test_a_young_instance_whose_sample_reaches_back_before_it_became_ready_is_se
     doc = decide(AutoscaleController(), Snapshot(1, MappingProxyType(facts)), T0)
     cpu = next(t for t in doc["terms"] if t["metric"] == "cpu")
     assert (cpu["ready"], cpu["unready"]) == (2, 0), cpu
+
+
+def test_an_autoscaled_count_stays_within_the_tenant_quota():
+    """Admission holds a service's committed count (`instances`, or `min`) within the quota; above
+    it the autoscaler grows only into what the tenant's other services leave, and says so."""
+    src = ('tenant default { quota { instances 10 } }\n'
+           'service a { image "nginx" instances 4 resources { cpu 100m memory 64Mi } }\n'
+           'service web { image "nginx" instances 2 resources { cpu 100m memory 64Mi } '
+           'scale { horizontal { min 2 max 20 target queue = 10 } } }')
+    facts = dict(compile_sources([Source("w.cca", src)]))
+    facts["observed/metric/default/web/queue/cli"] = {"value": 120, "time": T0, "source": "cli"}
+    for i in range(2):
+        facts[f"derived/instance/default/web/web-{i}"] = {"service": "default/web", "name": f"web-{i}"}
+        facts[f"observed/instance/default/web-{i}"] = {"state": "running", "ready": True, "usage": None}
+    doc = decide(AutoscaleController(), Snapshot(1, MappingProxyType(facts)), T0)
+    assert doc["recommended"] == 12 and doc["desired"] == 6, doc
+    assert doc["clamp"] == "lowered to 6 by tenant default's instances quota (10)", doc["clamp"]
+    assert any("quota" in r for r in doc["reasons"]) and doc["event"]["to"] == 6
