@@ -16,6 +16,8 @@ Each figure is the median of `--rounds`, printed with every process's CPU second
 
     .venv/bin/python bench/ha_bench.py runner [--ttl 10] [--rounds 3] [--nodes 2] [--servers 1]
     .venv/bin/python bench/ha_bench.py server [--nodes 200] [--rounds 3] [--servers 2]
+
+or the same through `cca benchmark failover runner|server …`.
 """
 
 from __future__ import annotations
@@ -255,8 +257,9 @@ def bench_server(nodes: int, rounds: int, servers: int = 2) -> None:
             bench.stop()
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="ha_bench.py (cca benchmark failover)",
+                                     description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="what", required=True)
     runner = sub.add_parser("runner")
     runner.add_argument("--ttl", type=float, default=10.0)
@@ -267,12 +270,13 @@ def main() -> None:
     server.add_argument("--nodes", type=int, default=200)
     server.add_argument("--rounds", type=int, default=3)
     server.add_argument("--servers", type=int, default=2)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.what == "runner":
         bench_runner(args.ttl, args.rounds, args.nodes, args.servers)
     else:
         bench_server(args.nodes, args.rounds, args.servers)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -222,9 +222,11 @@ class Runner:
             result = outcome.result
             if result is not None and result.revision is not None:
                 self._own_revisions[controller.name].extend(rev for rev, _ in result.written)
+                waited = time.monotonic()
                 if not self._cache.wait_for(result.written, timeout=1.0):
                     log.warning("runner %s: the watch has not delivered revision %d after 1 s",
                                 self.identity, result.revision)
+                stats.watch_wait_seconds_sum += time.monotonic() - waited
             if not outcome.conflict:
                 self._schedule(controller)
                 return

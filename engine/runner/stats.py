@@ -21,6 +21,7 @@ class ControllerStats:
     reconcile_seconds_max: float = 0.0
     last_reconcile_seconds: float = 0.0
     last_revision: int = 0  # the revision of the last commit
+    watch_wait_seconds_sum: float = 0.0  # waiting for its own commits to come back through the watch
 
     def observe(self, seconds: float) -> None:
         self.reconciles += 1

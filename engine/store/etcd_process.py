@@ -84,6 +84,11 @@ class EtcdProcess:
         return f"127.0.0.1:{self.port}"
 
     @property
+    def pid(self) -> int | None:
+        """The member's process id once launched (benchmarks read its CPU from /proc)."""
+        return self._process.pid if self._process is not None else None
+
+    @property
     def url(self) -> str:
         """The store URL, with the client certificate options when etcd requires mutual TLS."""
         if self.tls is None:
