@@ -197,8 +197,14 @@ class ClusterService(WorkloadCalls, NodeCalls, RolloutCalls):
         for end in (request.destination, request.source):
             if end:
                 self._allow(call, "service.read", parse_endpoint(end, _tenant(request))[0])
+        seen: dict[str, bool] = {}
+
+        def visible(service: str) -> bool:  # sources named by `explain service` need read too
+            if service not in seen:
+                seen[service] = bool(admission.authorize(self.store, call.principal, "service.read", service))
+            return seen[service]
         return _json(explain_network_live(self.store, request.kind, request.source, request.destination,
-                                          _tenant(request)))
+                                          _tenant(request), visible))
 
     # --- reading ---------------------------------------------------------------------------------
 

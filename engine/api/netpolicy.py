@@ -3,6 +3,7 @@ written), and the policy effect of files for `cca plan`/`cca diff` (connections 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from ccattler.engine.facts import InvalidValue
@@ -21,13 +22,15 @@ from ccattler.engine.store import Store
 NETPOLICY_PREFIXES = (DESIRED_SERVICES, DESIRED_NETWORKS, DESIRED_LP)
 
 
-def explain_network_live(store: Store, kind: str, source: str, destination: str,
-                         tenant: str) -> dict[str, Any]:
+def explain_network_live(store: Store, kind: str, source: str, destination: str, tenant: str,
+                         visible: Callable[[str], bool] | None = None) -> dict[str, Any]:
+    """`visible(service)`: whether the caller may read a source the answer would name (others are
+    hidden in `explain service`)."""
     # The firewall documents answer when an operator extension's solve fails (explain.py).
     values = read_snapshot(store, (*NETPOLICY_PREFIXES, FIREWALL, NETPOLICY_STATUS)).values
     if kind == "service":
         identity, _, _ = parse_endpoint(destination, tenant)
-        return explain_service(values, identity)
+        return explain_service(values, identity, visible)
     if kind == "connection":
         if not source or not destination:
             raise InvalidValue("explain connection needs SOURCE and DESTINATION[:PORT[/tcp|udp]]")

@@ -13,7 +13,7 @@ only wait out the same budget).
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from ccattler.engine.facts.errors import InvalidValue
@@ -40,10 +40,15 @@ def parse_endpoint(text: str, default_tenant: str = "default") -> tuple[str, int
     return match["id"], port, match["proto"] or "tcp"
 
 
-def rule_text(values: Mapping[str, Any], rule: str) -> str:
-    """`allow frontend/web -> payments/db port 5432 tcp` for a rule id; an extension's name as is."""
+def rule_text(values: Mapping[str, Any], rule: str, visible: Callable[[str], bool] | None = None) -> str:
+    """`allow frontend/web -> payments/db port 5432 tcp` for a rule id; an extension's name as is.
+    Only `rule <id>` when it names a service `visible` says the caller may not read."""
     for key, doc in values.items():
         if key.startswith(DESIRED_NETWORKS) and key.rsplit("/", 1)[1] == rule and isinstance(doc, dict):
+            named = [str(doc.get(end)) for end in ("from", "to") if "/" in str(doc.get(end))
+                     and not str(doc.get(end)).endswith("/*")]
+            if visible is not None and not all(visible(n) for n in named):
+                return f"rule {rule}"
             text = f"{doc.get('action')} {doc.get('from')} -> {doc.get('to')}"
             if doc.get("port") is not None:
                 text += f" port {doc['port']}"
@@ -98,8 +103,14 @@ def _tuple_text(t: Any) -> str:
     return f"{t.source} port {t.port or 'any'}/{t.protocol}"
 
 
-def explain_service(values: Mapping[str, Any], identity: str) -> dict[str, Any]:
-    """Who may reach `identity`: open, or its allowed tuples and the denials, rule by rule."""
+HIDDEN = "(a service you may not read)"
+
+
+def explain_service(values: Mapping[str, Any], identity: str,
+                    visible: Callable[[str], bool] | None = None) -> dict[str, Any]:
+    """Who may reach `identity`: open, or its allowed tuples and the denials, rule by rule. A
+    source the caller may not read (`visible` says no) is shown as HIDDEN: the answer needs read
+    on the destination only, so it must not name other tenants' services."""
     if DESIRED_SERVICES + identity not in values:
         raise InvalidValue(f"no service {identity!r} (identities are services, tenant/name)")
     note = None
@@ -112,12 +123,14 @@ def explain_service(values: Mapping[str, Any], identity: str) -> dict[str, Any]:
         entry = _document_entry(values, identity)
         named = tuple(entry.get("named_by", ())) if entry else ()
         allowed, denied = tuple(_Tuple.of(t) for t in entry.get("allowed", ())) if entry else (), ()
+    if visible is not None:
+        allowed, denied = _redacted(allowed, visible), _redacted(denied, visible)
     if not named:
         lines = [f"{identity}: open (no rule names it): every identity may reach it"]
     else:
-        lines = [f"{identity}: default deny (named by {rule_text(values, named[0])})"]
-        lines += [f"  allow {_tuple_text(t)}  by {rule_text(values, t.rule)}" for t in allowed]
-        lines += [f"  deny  {_tuple_text(t)}  by {rule_text(values, t.rule)}" for t in denied]
+        lines = [f"{identity}: default deny (named by {rule_text(values, named[0], visible)})"]
+        lines += [f"  allow {_tuple_text(t)}  by {rule_text(values, t.rule, visible)}" for t in allowed]
+        lines += [f"  deny  {_tuple_text(t)}  by {rule_text(values, t.rule, visible)}" for t in denied]
         if not allowed:
             lines.append("  nothing is allowed in")
     if note:
@@ -125,6 +138,10 @@ def explain_service(values: Mapping[str, Any], identity: str) -> dict[str, Any]:
     return {"identity": identity, "open": not named, "named_by": list(named),
             "allowed": [_tuple_json(t) for t in allowed], "denied": [_tuple_json(t) for t in denied],
             "lines": lines}
+
+
+def _redacted(tuples: Any, visible: Callable[[str], bool]) -> tuple[Any, ...]:
+    return tuple(t if visible(t.source) else _Tuple(HIDDEN, t.port, t.protocol, t.rule) for t in tuples)
 
 
 def _evaluate(values: Mapping[str, Any], destinations: set[str], extra: list[Any] | None = None) -> Policy:

@@ -202,3 +202,20 @@ def test_following_events_merges_the_three_roots_filtered(two_tenants):
             break
     events.close()
     assert not [k for k in keys if "/b/" in k or k.startswith(("desired/role/", "desired/grant/"))], keys
+
+
+def test_explain_service_hides_sources_the_caller_may_not_read(two_tenants):
+    """`explain service a/web` needs read on a/web only: a rule letting b/pay in must not name b/pay
+    to a reader of tenant a (it is shown as a service the caller may not read)."""
+    cluster, ann = two_tenants
+    rule = {"kind": "network", "tenant": "a", "name": "0123456789abcdef", "source": "net.cca",
+            "action": "allow", "from": "b/pay", "to": "a/web", "port": 80, "protocol": "tcp"}
+    cluster.store.put("desired/network/a/0123456789abcdef", rule)
+    answer = ann.json("ExplainNetwork", api_pb2.ExplainNetworkRequest(
+        kind="service", destination="a/web", tenant="a"))
+    assert "b/pay" not in json.dumps(answer), answer
+    assert [t["from"] for t in answer["allowed"]] == ["(a service you may not read)"], answer
+    with cluster.client() as admin:  # who may read both sees the name
+        full = admin.json("ExplainNetwork", api_pb2.ExplainNetworkRequest(
+            kind="service", destination="a/web", tenant="a"))
+    assert [t["from"] for t in full["allowed"]] == ["b/pay"], full
