@@ -249,7 +249,8 @@ def _round(ctx: PlanContext, todo: dict[str, int], state: _State) -> bool:
         allowed[unit.string].add(rep.string)
     quotas = _spread_quotas(ctx, allowed, todo, usage, state)
     avoid = _separate_avoid(ctx, todo, state.placed)
-    chosen = choose(ctx, free_order(cluster, usage), allowed, todo, usage, quotas, avoid)
+    chosen = choose(ctx, free_order(cluster, usage), allowed, todo, usage, quotas, avoid,
+                    _separate_apart(ctx, todo))
     if not any(chosen.values()):
         return False
     session.add_facts(atom("candidate", u, n) for u in sorted(chosen) for n in chosen[u])
@@ -323,6 +324,20 @@ def _separate_avoid(ctx: PlanContext, todo, placed) -> dict[str, set[str]]:
         if nodes:
             avoid[unit] = nodes
     return avoid
+
+
+def _separate_apart(ctx: PlanContext, todo) -> dict[str, set[str]]:
+    """unit → the other units of this round it is separated from (their candidates are left out of
+    its own: the soft term alone lost to the budget when both were placed in one solve)."""
+    cluster, members = ctx.cluster, ctx.members
+    apart: dict[str, set[str]] = {}
+    for unit in todo:
+        targets = {cluster.services[t].unit for s in members[unit] for t in cluster.services[s].separate
+                   if t in cluster.services}
+        targets = {t for t in targets if t in todo and t != unit}
+        if targets:
+            apart[unit] = targets
+    return apart
 
 
 def _add_scores(scores: dict[tuple[str, str], int], cost_atoms: list) -> None:
