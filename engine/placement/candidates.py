@@ -5,6 +5,8 @@ The program decides which node classes a unit may use (`class_ok`); here nodes o
 are ordered — preferred labels first, then emptier nodes, with a per-unit rotation so units do
 not all crowd onto the same nodes — and taken until there are `min_count` of them holding at
 least `headroom` × the pending replicas. Spread units take candidates from every eligible zone.
+Separated units are kept apart here: nodes running (or chosen in the same round for) a unit a
+unit is separated from, either way round, are left out while other nodes have room.
 The knob is `CandidatePolicy`.
 """
 
