@@ -99,6 +99,21 @@ def spread_skewed(values: dict) -> str:
     return f"{bad}/{len(counts)}"
 
 
+def separate_shared(values: dict) -> str:
+    """'k/n': k of the n services with `separate` share a node with a service they are separated from."""
+    nodes: dict[str, set[str]] = {}
+    for key, doc in values.items():
+        if key.startswith("derived/instance/"):
+            where = values.get(f"derived/placement/{key.split('/')[2]}/{doc['name']}") or {}
+            if where.get("node"):
+                nodes.setdefault(doc["service"], set()).add(where["node"])
+    apart = {f"{v['tenant']}/{v['name']}": v["placement"]["separate"] for k, v in values.items()
+             if k.startswith("desired/service/") and v["placement"]["separate"]}
+    bad = sum(1 for s, others in apart.items()
+              if any(nodes.get(s, set()) & nodes.get(t, set()) for t in others))
+    return f"{bad}/{len(apart)}"
+
+
 def scenario(name: str) -> dict:
     rng = random.Random(7)
     controller = None
@@ -119,10 +134,12 @@ def scenario(name: str) -> dict:
     seconds, puts, result, cpu = timed_reconcile(values, 3, controller)
     placed = sum(1 for v in puts.values() if v["node"] is not None)
     skewed = spread_skewed({**values, **puts})
+    shared = separate_shared({**values, **puts})
     return {
         "scenario": name, "seconds": round(seconds, 3), "cpu": round(cpu, 3), "placed": placed,
         "unplaced": sum(1 for v in puts.values() if v["node"] is None),
         "rounds": result.rounds, "proven": result.exhausted, "spread_skewed": skewed,
+        "separate_shared": shared,
         "ground_s": round(result.ground_seconds, 3), "solve_s": round(result.solve_seconds, 3),
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024,
     }
@@ -151,7 +168,7 @@ def main() -> None:
               f"peak RSS {rss} MB  "
               f"placed {last['placed']} unplaced {last['unplaced']} rounds {last['rounds']} "
               f"ground {last['ground_s']} s solve {last['solve_s']} s proven {last['proven']} "
-              f"spread skew>1 {last['spread_skewed']}")
+              f"spread skew>1 {last['spread_skewed']} separate sharing a node {last['separate_shared']}")
 
 
 if __name__ == "__main__":

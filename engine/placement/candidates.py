@@ -5,6 +5,8 @@ The program decides which node classes a unit may use (`class_ok`); here nodes o
 are ordered — preferred labels first, then emptier nodes, with a per-unit rotation so units do
 not all crowd onto the same nodes — and taken until there are `min_count` of them holding at
 least `headroom` × the pending replicas. Spread units take candidates from every eligible zone.
+Separated units are kept apart here: nodes running (or chosen in the same round for) a unit a
+unit is separated from, either way round, are left out while other nodes have room.
 The knob is `CandidatePolicy`.
 """
 
@@ -76,15 +78,19 @@ def choose(
     used: Mapping[str, tuple[int, int]],
     quotas: Mapping[str, Mapping[str, int]] | None = None,
     avoid: Mapping[str, set[str]] | None = None,
+    apart: Mapping[str, set[str]] | None = None,
 ) -> dict[str, list[str]]:
     """unit → its candidate nodes, deterministic for the same inputs. A spread unit with `quotas`
     (zone → new replicas) takes nodes only in zones with a quota, enough for it in each; nodes in
-    `avoid[unit]` (they run a service it is separated from) are left out while others have room."""
+    `avoid[unit]` (they run a service it is separated from) are left out while others have room,
+    and so are the candidates of the units in `apart[unit]` (pending in this round, separated
+    from): those are chosen first, so two separated units solved together get disjoint nodes."""
     cluster, classes, needs, policy = ctx.cluster, ctx.classes, ctx.needs, ctx.options.candidates
     quotas = quotas or {}
     avoid = avoid or {}
-    chosen = {}
-    for unit in sorted(pending):
+    apart = apart or {}
+    chosen: dict[str, list[str]] = {}
+    for unit in sorted(pending, key=lambda u: (bool(apart.get(u)), u)):
         reps = allowed.get(unit, set())
         need = needs[unit]
         want = pending[unit]
@@ -103,7 +109,9 @@ def choose(
         else:
             scan = rotated
         quota = quotas.get(unit)
-        shunned = avoid.get(unit, set())
+        shunned = set(avoid.get(unit, ()))
+        for other in sorted(apart.get(unit, ())):
+            shunned.update(chosen.get(other, ()))
         by_zone: dict[object, list[tuple[str, int]]] = defaultdict(list)
         kept: dict[object, list[tuple[str, int]]] = defaultdict(list)
         total = count = 0
@@ -129,7 +137,11 @@ def choose(
             count += 1
             if not need.spread and count >= policy.min_count and total >= policy.headroom * want:
                 break
-        if kept and sum(r for z in by_zone.values() for _, r in z) < want:
+        if kept and quota is not None:
+            for zone, rest in kept.items():  # a zone without room elsewhere for its quota yields
+                if sum(r for _, r in by_zone.get(zone, ())) < quota.get(zone, 0):
+                    by_zone[zone].extend(rest)
+        elif kept and sum(r for z in by_zone.values() for _, r in z) < want:
             for zone, rest in kept.items():  # not enough room elsewhere: separation yields
                 by_zone[zone].extend(rest)
         if quota is not None:
@@ -138,7 +150,7 @@ def choose(
             chosen[unit] = _take(by_zone, want, policy)
         else:
             chosen[unit] = [n for n, _ in by_zone[None]]
-    return chosen
+    return {unit: chosen[unit] for unit in sorted(chosen)}
 
 
 def _take_quota(by_zone: Mapping[object, list[tuple[str, int]]], quota: Mapping[str, int],

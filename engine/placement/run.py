@@ -249,7 +249,8 @@ def _round(ctx: PlanContext, todo: dict[str, int], state: _State) -> bool:
         allowed[unit.string].add(rep.string)
     quotas = _spread_quotas(ctx, allowed, todo, usage, state)
     avoid = _separate_avoid(ctx, todo, state.placed)
-    chosen = choose(ctx, free_order(cluster, usage), allowed, todo, usage, quotas, avoid)
+    chosen = choose(ctx, free_order(cluster, usage), allowed, todo, usage, quotas, avoid,
+                    _separate_apart(ctx, todo))
     if not any(chosen.values()):
         return False
     session.add_facts(atom("candidate", u, n) for u in sorted(chosen) for n in chosen[u])
@@ -309,20 +310,41 @@ def _spread_quotas(ctx: PlanContext, allowed, todo, usage, state: _State) -> dic
 
 
 def _separate_avoid(ctx: PlanContext, todo, placed) -> dict[str, set[str]]:
-    """unit → the nodes already running a service it is separated from (kept out of its candidates
-    while enough other nodes have room)."""
+    """unit → the nodes already running a service it is separated from, or a service separated
+    from it (placed in an earlier chunk or round: the pair ends apart whichever went first); kept
+    out of its candidates while enough other nodes have room."""
     runs: dict[str, set[str]] = defaultdict(set)
     for (unit, name), count in placed.items():
         if count > 0:
             runs[unit].add(name)
-    avoid: dict[str, set[str]] = {}
     cluster, members = ctx.cluster, ctx.members
+    apart: dict[str, set[str]] = defaultdict(set)  # unit → units it must keep off, either direction
+    for unit, names in members.items():
+        for target in {t for s in names for t in cluster.services[s].separate if t in cluster.services}:
+            other = cluster.services[target].unit
+            if other != unit:
+                apart[unit].add(other)
+                apart[other].add(unit)
+    avoid: dict[str, set[str]] = {}
     for unit in todo:
-        targets = {t for s in members[unit] for t in cluster.services[s].separate if t in cluster.services}
-        nodes = set().union(*(runs.get(cluster.services[t].unit, set()) for t in targets))
+        nodes = set().union(*(runs.get(other, set()) for other in apart.get(unit, ())))
         if nodes:
             avoid[unit] = nodes
     return avoid
+
+
+def _separate_apart(ctx: PlanContext, todo) -> dict[str, set[str]]:
+    """unit → the other units of this round it is separated from (their candidates are left out of
+    its own: the soft term alone lost to the budget when both were placed in one solve)."""
+    cluster, members = ctx.cluster, ctx.members
+    apart: dict[str, set[str]] = {}
+    for unit in todo:
+        targets = {cluster.services[t].unit for s in members[unit] for t in cluster.services[s].separate
+                   if t in cluster.services}
+        targets = {t for t in targets if t in todo and t != unit}
+        if targets:
+            apart[unit] = targets
+    return apart
 
 
 def _add_scores(scores: dict[tuple[str, str], int], cost_atoms: list) -> None:

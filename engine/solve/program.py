@@ -2,7 +2,8 @@
 
 A `Program` is an ordered list of sources; `load_program("placement", extensions=[dir])` gives
 `rules/placement.lp` followed by every `*.lp` in each extension directory (sorted by name).
-`rules/lib/*.lp` helpers are pulled in by the program itself with `#include "lib/<file>.lp".`
+`rules/lib/*.lp` helpers would be pulled in by the program itself with `#include "lib/<file>.lp".`
+(none exist today).
 """
 
 from __future__ import annotations
