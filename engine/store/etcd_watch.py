@@ -2,7 +2,8 @@
 
 Gap-free: every (re)connect asks for `start_revision` = the next revision not yet delivered. History
 older than the watch (a resumed watch) is taken at the reader's pace (`wait_room`), so replaying it
-never overflows the byte bound; live events past the bound make the resync of `QueueWatch`. When
+never overflows the byte bound (a reader that takes nothing for `REPLAY_STALL_SECONDS` meanwhile is
+told it fell behind); live events past the bound make the resync of `QueueWatch`. When
 etcd reports that revision compacted, the watch delivers a resync event at the current revision
 and goes on from there. Reconnects back off from 50 ms to 1 s.
 """
@@ -104,7 +105,9 @@ class EtcdWatch(QueueWatch):
                 events = [(self._event(event), _size(event)) for event in response.events]
                 if events and events[0][0].revision <= self._replay_to:
                     for event, size in events:  # history: etcd keeps it, so it can wait for room
-                        self.wait_room(self.max_bytes // 2)
+                        if not self.wait_room(self.max_bytes // 2):
+                            self._stopped.wait()  # told it fell behind: nothing more until cancel
+                            return
                         self.push([event], size)
                 elif events:
                     self.push([event for event, _ in events], sum(size for _, size in events))

@@ -203,3 +203,28 @@ def test_a_reader_that_stops_past_the_byte_bound_is_told_it_fell_behind(store):
         assert detail is not None and detail["last_revision"] >= first
     finally:
         watch.cancel()
+
+
+def test_a_reader_that_stalls_during_a_replay_is_told_it_fell_behind(store, monkeypatch):
+    """A resumed watch replays history at the reader's pace; a reader that then takes nothing for
+    REPLAY_STALL_SECONDS is cut off like a live one past the byte bound (issue 12 class 6: on etcd
+    it was paused, holding the replay open, for as long as the reader stayed away)."""
+    from ccattler.engine.store import queue_watch
+    from ccattler.engine.store.queue_watch import behind
+
+    monkeypatch.setattr(queue_watch, "REPLAY_STALL_SECONDS", 0.4)
+    start = store.revision()
+    first = store.put("big/0", "x" * 100_000)
+    for i in range(1, 30):  # 3 MB of history against a 300 kB bound
+        store.put(f"big/{i}", "x" * 100_000)
+    watch = store.watch("big/", start, max_bytes=300_000)
+    try:
+        assert watch.get(timeout=5).revision == first
+        time.sleep(1.5)  # the reader stays away
+        deadline = time.monotonic() + 5
+        while (event := watch.get(timeout=1)) is not None and event.kind != "resync":
+            assert time.monotonic() < deadline
+        detail = behind(event)
+        assert detail is not None and detail["last_revision"] >= first, event
+    finally:
+        watch.cancel()
