@@ -116,7 +116,10 @@ def agent(args: argparse.Namespace) -> None:
             since = query["since"]
             done = watcher.wait(since, lambda s, p=query["preds"]: holds(s, p), timeout=120)
             arrived = watcher.arrived.get(key)
-            answer = {"done": done, "arrived": arrived if arrived is not None and arrived >= since else None}
+            index = next(i for i, (t, _) in enumerate(watcher.applied) if t == done)
+            began = max((x for x in watcher.sync_starts if x <= done), default=None)
+            answer = {"done": done, "arrived": arrived if arrived is not None and arrived >= since else None,
+                      "sync_start": began, "apply_ms": round(1000 * watcher.kernel_s[index], 1)}
             if query.get("verify"):
                 answer["kernel"] = holds(core.dataplane.policy.programmed().state, query["preds"])
             print(json.dumps(answer), flush=True)
@@ -309,10 +312,16 @@ def driver(args: argparse.Namespace) -> dict:
                 query.update(since=t0, verify=verify)
             store.txn(**write)
             answers = agents.ask(queries)
-            done = max(a["done"] for a in answers.values())
-            arrived = [a["arrived"] for a in answers.values() if a["arrived"] is not None]
+            last = max(answers.values(), key=lambda a: a["done"])  # the node that held it last
+            done, arrived = last["done"], last["arrived"] or t0
             row = {"kind": kind, "nodes": len(queries), "ms": round(1000 * (done - t0), 1),
-                   "to_agent_ms": round(1000 * (max(arrived) - t0), 1) if arrived else None}
+                   # of the last node: store → its agent (the controller's solve and write, the
+                   # watch), → its data-plane sync starting (the reconcile before it), → its plane's
+                   # apply returned (state build + nft transaction); the apply alone
+                   "to_agent_ms": round(1000 * (arrived - t0), 1),
+                   "agent_wait_ms": round(1000 * max(0.0, (last["sync_start"] or arrived) - arrived), 1),
+                   "sync_ms": round(1000 * (done - max(last["sync_start"] or arrived, arrived)), 1),
+                   "apply_ms": last["apply_ms"]}
             if verify:
                 row["kernel"] = all(a.get("kernel") for a in answers.values())
                 assert row["kernel"], (row, answers)
@@ -323,8 +332,10 @@ def driver(args: argparse.Namespace) -> dict:
 
         def summary(selected: list[dict]) -> dict:
             ms = [r["ms"] for r in selected]
+            parts = {f"{name}_p50": round(statistics.median(r[name] for r in selected), 1)
+                     for name in ("to_agent_ms", "agent_wait_ms", "sync_ms", "apply_ms")}
             return {"changes": len(ms), "p50_ms": round(statistics.median(ms), 1),
-                    "p99_ms": round(pct(ms, 0.99), 1), "max_ms": round(max(ms), 1)}
+                    "p99_ms": round(pct(ms, 0.99), 1), "max_ms": round(max(ms), 1), **parts}
 
         tuples = {n_: sum(len(p["allowed"]) for p in d.value["policies"].values())
                   for n_, d in ((n_, store.get(FIREWALL + n_)) for n_ in real)}
