@@ -312,6 +312,8 @@ def driver(args: argparse.Namespace) -> dict:
             t0 = time.perf_counter()
             for query in queries.values():
                 query.update(since=t0, verify=verify)
+            stats = next(iter(runner.stats.values()))  # the one controller's
+            spent, runs = stats.reconcile_seconds_sum, stats.reconciles
             store.txn(**write)
             answers = agents.ask(queries)
             last = max(answers.values(), key=lambda a: a["done"])  # the node that held it last
@@ -323,7 +325,10 @@ def driver(args: argparse.Namespace) -> dict:
                    "to_agent_ms": round(1000 * (arrived - t0), 1),
                    "agent_wait_ms": round(1000 * max(0.0, (last["sync_start"] or arrived) - arrived), 1),
                    "sync_ms": round(1000 * (done - max(last["sync_start"] or arrived, arrived)), 1),
-                   "apply_ms": last["apply_ms"]}
+                   "apply_ms": last["apply_ms"],
+                   # the controller's reconciles meanwhile (part of to_agent_ms), and how many
+                   "controller_ms": round(1000 * (stats.reconcile_seconds_sum - spent), 1),
+                   "reconciles": stats.reconciles - runs}
             if verify:
                 row["kernel"] = all(a.get("kernel") for a in answers.values())
                 assert row["kernel"], (row, answers)
@@ -337,7 +342,7 @@ def driver(args: argparse.Namespace) -> dict:
         def summary(selected: list[dict]) -> dict:
             ms = [r["ms"] for r in selected]
             parts = {f"{name}_p50": round(statistics.median(r[name] for r in selected), 1)
-                     for name in ("to_agent_ms", "agent_wait_ms", "sync_ms", "apply_ms")}
+                     for name in ("to_agent_ms", "controller_ms", "agent_wait_ms", "sync_ms", "apply_ms")}
             return {"changes": len(ms), "p50_ms": round(statistics.median(ms), 1),
                     "p99_ms": round(pct(ms, 0.99), 1), "max_ms": round(max(ms), 1), **parts}
 
