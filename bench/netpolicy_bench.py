@@ -3,6 +3,7 @@ paths, and nft kernel time per grant / relabel in a scratch network namespace.
 
     .venv/bin/python bench/netpolicy_bench.py [--services 10000] [--rules 10] [--nodes 100] [--no-nft]
     .venv/bin/python bench/netpolicy_bench.py --nft-only [--rounds 50]   (the kernel figures alone)
+    .venv/bin/python bench/netpolicy_bench.py --growth 100,1000,10000   (kernel state vs instances)
 
 Services are `t<k>/s<i>` in 100 tenants; service i's rules allow services i+1 … i+R (mod N) on
 port 5432/tcp (one in ten from the tenant wildcard instead), so every service is default-deny
@@ -125,6 +126,49 @@ def _nft_rounds(rounds: int, processes: bool) -> dict:
             "relabel_apply_p50_ms": ms(relabels, 0.5), "relabel_apply_p99_ms": ms(relabels, 0.99)}
 
 
+def growth(sizes: list[int], identities: int = 100, rules: int = 10) -> list[dict]:
+    """Kernel state against instances: `identities` guarded identities, each allowing `rules`
+    others (port 5432/tcp), with N instances in all spread over them, every one local (the worst
+    case for one node). Counts the table's rules and each set's elements (`nft -j list table`)."""
+    ns = f"npgrow{secrets.token_hex(3)}"
+    netns.create(ns)
+    try:
+        return netns.run_in(ns, lambda: [_growth_one(n, identities, rules) for n in sizes])
+    finally:
+        netns.remove(ns)
+
+
+def _growth_one(instances: int, identities: int, rules: int) -> dict:
+    import json
+    from collections import Counter
+
+    tables = PolicyTables("br0", "10.0.0.1", run=libnft.runner(run_command, PolicyError))
+    per = instances // identities
+    names = [f"t/s{i}" for i in range(identities)]
+    addrs = {n: frozenset(f"10.{100 + i}.{k // 250}.{k % 250 + 2}" for k in range(per))
+             for i, n in enumerate(names)}
+    policies = {n: PolicyIngress(n, addrs[n], frozenset((names[(i + k) % identities], 5432, "tcp")
+                                                        for k in range(1, rules + 1)))
+                for i, n in enumerate(names)}
+    start = time.perf_counter()
+    tables.apply(addrs, policies)
+    load = time.perf_counter() - start
+    listing = json.loads(run_command(["nft", "-j", "list", "table", "inet", tables.table]))["nftables"]
+    tables.teardown()
+    elements: Counter = Counter()
+    rules_in_table = 0
+    for item in listing:
+        if "rule" in item:
+            rules_in_table += 1
+        for kind in ("set", "map"):
+            if kind in item:
+                elements[item[kind]["name"].split("_")[0]] += len(item[kind].get("elem", []))
+    return {"instances": per * identities, "identities": identities, "allowed_tuples": identities * rules,
+            "instance_pairs": (per * identities) ** 2, "rules": rules_in_table,
+            "elements": sum(elements.values()), "elements_by_set": dict(sorted(elements.items())),
+            "load_s": round(load, 3)}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--services", type=int, default=10_000)
@@ -133,7 +177,13 @@ def main() -> None:
     parser.add_argument("--no-nft", action="store_true")
     parser.add_argument("--nft-only", action="store_true", help="only the nft transaction times")
     parser.add_argument("--rounds", type=int, default=50, help="grants and relabels timed (nft)")
+    parser.add_argument("--growth",
+                        help="only the kernel state at these instance counts (e.g. 100,1000,10000)")
     args = parser.parse_args()
+    if args.growth:
+        for row in growth([int(n) for n in args.growth.split(",")]):
+            print("growth:", row)
+        return
     if args.nft_only:
         nft(args.rounds)
         return

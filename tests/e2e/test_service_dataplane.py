@@ -1,7 +1,9 @@
 """Service VIPs and network policy on `cca up --nodes 3` with runc, under each data plane (parity):
 a client container reaches web's VIP and gets answers from backends on all three nodes; after a
 scale-down no request reaches the stopped backend; and a policy matrix (`deny a -> web`, `allow c ->
-web port 8080`) holds same node, cross node and through the VIP, as `cca explain connection` says.
+web port 8080`) holds same node, cross node and through the VIP, as `cca explain connection` says —
+again after a web instance moves to another node (`cca drain` of its node) and after the allow is
+removed.
 
 Clients are real containers (`cca exec`): the eBPF plane translates VIPs at connect() for sockets of
 the node's own container cgroup, so a host process in a container's network namespace would not do."""
@@ -98,6 +100,25 @@ def _running(shell, service: str) -> list[dict]:
             and i["state"] == "running" and i.get("ip")]
 
 
+def _matrix(shell, web: list[dict], a: list[dict], c: list[dict], vip: str, when: str) -> None:
+    """Every instance of a and c to every web backend (same node, cross node) and to the VIP: c's
+    pairs connect, a's fail (`deny a -> web`, `allow c -> web port 8080`)."""
+    targets = " ".join([i["ip"] for i in web] + [vip])
+    probes = {(svc, i["name"], i["node"]): _exec(shell, i["name"], PROBE.replace("TARGETS", targets))
+              for svc, group in (("a", a), ("c", c)) for i in group}
+    for (svc, name, node), proc in probes.items():
+        rows = _results(proc)
+        for backend in web:
+            where = "same node" if backend["node"] == node else "cross node"
+            verdict = rows.get(backend["ip"], "")
+            if svc == "c":
+                assert verdict.startswith("ok"), f"c {name} -> web {backend['ip']} ({where}){when}: {verdict}"
+            else:
+                assert verdict == "fail", \
+                    f"a {name} -> web {backend['ip']} ({where}){when} got through: {verdict}"
+        assert rows[vip].startswith("ok") == (svc == "c"), f"{svc} {name} -> VIP {vip}{when}: {rows[vip]}"
+
+
 def _inspect_dataplane(shell, web: list[dict], c: list[dict], vip: str, dataplane: str) -> None:
     """`cca node-inspect NODE --dataplane`: the node's agent reads its kernel back — the VIP with
     all three backends, web's identity and addresses, the allowed tuple from c, hit counters."""
@@ -157,19 +178,7 @@ def test_vip_balances_across_nodes_and_policy_matrix_holds(three_nodes, tmp_path
     assert seen == names, f"through {vip} only {seen} of {names} answered"
 
     # policy matrix: every client instance to every backend (same node and cross node) and the VIP
-    targets = " ".join([i["ip"] for i in web] + [vip])
-    probes = {(svc, i["name"], i["node"]): _exec(shell, i["name"], PROBE.replace("TARGETS", targets))
-              for svc, group in (("a", a), ("c", c)) for i in group}
-    for (svc, name, node), proc in probes.items():
-        rows = _results(proc)
-        for backend in web:
-            where = "same node" if backend["node"] == node else "cross node"
-            verdict = rows.get(backend["ip"], "")
-            if svc == "c":
-                assert verdict.startswith("ok"), f"c {name} -> web {backend['ip']} ({where}): {verdict}"
-            else:
-                assert verdict == "fail", f"a {name} -> web {backend['ip']} ({where}) got through: {verdict}"
-        assert rows[vip].startswith("ok") == (svc == "c"), f"{svc} {name} -> VIP {vip}: {rows[vip]}"
+    _matrix(shell, web, a, c, vip, "")
     for svc, expected in (("a", "denied"), ("c", "allowed")):
         said = json.loads(shell.cca("explain", "connection", f"default/{svc}", "default/web:8080/tcp",
                                     "-o", "json").stdout)
@@ -192,6 +201,38 @@ def test_vip_balances_across_nodes_and_policy_matrix_holds(three_nodes, tmp_path
     answers = out.stdout.split()
     assert answers and not (set(answers) & gone), f"the stopped backend {gone} answered: {answers}"
     assert set(answers) <= names - gone, answers
+
+    # a guarded destination moves: drain the node of one web instance; it lands on the node that
+    # had none (`separate "web"`), a and c instances move too; the matrix holds again once every
+    # node's firewall document (and so its kernel) carries the new addresses
+    moved = left[0]
+    shell.cca("drain", moved["node"], "--wait", "--timeout", "90", timeout=120)
+
+    def off(service: str, count: int) -> list[dict] | None:
+        """`count` running, none on the drained node, each row's address (the agent's report) the
+        one its address document names: a replacement may reuse a stopped instance's name, whose
+        last report (running, old address) stands until the new node's agent reports it."""
+        running = _running(shell, service)
+        away = len(running) == count and moved["node"] not in {i["node"] for i in running}
+        return running if away and all(
+            _fact(shell, f"derived/network/ip/default/{i['name'].rsplit('/', 1)[-1]}").get("ip") == i["ip"]
+            for i in running) else None
+
+    left = wait(lambda: off("web", 2), "web off the drained node", timeout=60)
+    a, c = (wait(lambda s=s: off(s, 3), f"3 {s} off the drained node", timeout=60) for s in ("a", "c"))
+    assert len({i["node"] for i in left}) == 2 and moved["ip"] not in {i["ip"] for i in left}, left
+    web_ips = {i["ip"] for i in left}
+
+    def web_addresses(node: str) -> set[str]:
+        return set(_fact(shell, f"derived/firewall/{node}").get("identities", {}).get("default/web", []))
+
+    wait(lambda: all(web_addresses(i["node"]) == web_ips for i in left),
+         "the firewall documents with web's new address", timeout=30)
+    endpoints = "derived/endpoint/default/web"
+    wait(lambda: {e["ip"] for e in _fact(shell, endpoints).get("endpoints", [])} == web_ips,
+         "the endpoint update", timeout=30)
+    time.sleep(2)  # the agents' next tick carries them into every node's kernel
+    _matrix(shell, left, a, c, vip, f" after web moved off {moved['node']}")
 
     # a rule removed (re-applied without `allow c -> web`): web stays default-deny (the deny names
     # it), so c's pairs close too — same node, cross node and through the VIP — as explain says

@@ -310,3 +310,36 @@ def test_tuple_counters_count_admitted_connections_per_tuple(node):
     tables._run(["nft", "-f", "-"], script)
     assert tables.programmed().state.policies["shop/db"].allowed == allowed
     assert tables.tuple_counters() == {}
+
+
+def test_a_relabel_cutting_many_destinations_lists_conntrack_once():
+    """An address leaving a source allowed by several local destinations: one `conntrack -L` for
+    all of them (not a process per address), and only the flows the new policy refuses deleted."""
+    from ccattler.agent.dataplane.policy_nft import PolicyError
+
+    calls = []
+    flows = ("tcp      6 431999 ESTABLISHED src=10.77.1.6 dst=10.77.1.2 sport=40000 dport=80 "
+             "src=10.77.1.2 dst=10.77.1.6 sport=80 dport=40000 [ASSURED] mark=0 use=1\n"
+             "tcp      6 431999 ESTABLISHED src=10.77.1.6 dst=10.77.1.7 sport=40001 dport=80 "
+             "src=10.77.1.7 dst=10.77.1.6 sport=80 dport=40001 [ASSURED] mark=0 use=1\n"
+             "tcp      6 431999 ESTABLISHED src=10.77.1.3 dst=10.77.1.7 sport=40002 dport=80 "
+             "src=10.77.1.7 dst=10.77.1.3 sport=80 dport=40002 [ASSURED] mark=0 use=1\n")
+
+    def run(argv, stdin=None):
+        calls.append(list(argv))
+        if argv[:2] == ["nft", "list"]:
+            raise PolicyError("no table")
+        return flows if argv[:2] == ["conntrack", "-L"] else ""
+
+    allowed = frozenset({("shop/web", 80, "tcp"), ("shop/api", 80, "tcp")})
+    identities = {"shop/db": frozenset({"10.77.1.2"}), "shop/cache": frozenset({"10.77.1.7"}),
+                  "shop/api": frozenset({"10.77.1.3"}), "shop/web": frozenset({"10.77.1.5", "10.77.1.6"})}
+    policies = {d: PolicyIngress(d, identities[d], allowed) for d in ("shop/db", "shop/cache")}
+    tables = PolicyTables("br0", "10.77.1.1", run=run)
+    tables.apply(identities, policies)
+    calls.clear()
+    tables.apply(identities | {"shop/web": frozenset({"10.77.1.5"})}, policies)  # 10.77.1.6 left web
+    listings = [c for c in calls if c[:2] == ["conntrack", "-L"]]
+    assert listings == [["conntrack", "-L"]]
+    deleted = sorted(c[c.index("-d") + 1] for c in calls if c[:2] == ["conntrack", "-D"])
+    assert deleted == ["10.77.1.2", "10.77.1.7"]  # .6's flows to both; api's flow to cache stays
