@@ -138,6 +138,9 @@ def cleanup_node(state_dir: Path, kind: str = "runc", bridge: str = "cca0",
     from ccattler.agent.gates.manager import cleanup_gates
 
     attempt("gates (HAProxy)", lambda: cleanup_gates(state_dir))
+    remove_cgroups = getattr(runtime, "remove_node_cgroup", None)
+    if remove_cgroups is not None:  # runc leaves the node's `ccattler/<token>` in every hierarchy
+        problems.extend(f"node cgroup still in use: {path}" for path in remove_cgroups())
     return problems
 
 

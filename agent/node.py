@@ -217,6 +217,11 @@ class NodeCore:
             self.gates.stop()
         if self.dataplane is not None and remove:
             self.dataplane.teardown()
+        remove_cgroup = getattr(self.runtime, "remove_node_cgroup", None)
+        if remove and remove_cgroup is not None:  # runc: the node cgroups its containers were in
+            left = remove_cgroup()
+            if left:
+                log.warning("node %s: cgroups still in use, not removed: %s", self.node, ", ".join(left))
 
     def _sync_dns(self, facts: Mapping[str, Any]) -> None:
         """The resolver serves the slice's `derived/dns` documents; it is (re)started on the

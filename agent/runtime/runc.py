@@ -346,6 +346,22 @@ class RuncRuntime(Runtime):
         """The cgroup (relative to a hierarchy's root) holding every container of this runtime."""
         return f"{self.cgroup_parent}/{self._root_token}"
 
+    def remove_node_cgroup(self, root: Path = Path("/sys/fs/cgroup")) -> list[str]:
+        """Remove this runtime's node cgroup in every hierarchy once its containers are gone (runc
+        removes a container's own cgroup, never the parents it created), and the shared parent
+        when no other node uses it; what could not be removed (still in use) is returned."""
+        left = []
+        for base in [root, *(p for p in root.iterdir() if p.is_dir())] if root.is_dir() else []:
+            for path in (base / self.node_cgroup, base / self.cgroup_parent):
+                try:
+                    path.rmdir()
+                except FileNotFoundError:
+                    pass
+                except OSError:  # busy or not empty: another node's, or a process still in it
+                    if path.name == self._root_token:
+                        left.append(str(path))
+        return left
+
     # -- internals -----------------------------------------------------------------------------
     def _image(self, name: str) -> Image:
         """The image from the local store, pulled first when missing (once, however many wait)."""
