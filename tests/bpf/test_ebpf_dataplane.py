@@ -200,19 +200,33 @@ def _connect_from(src: str, port: int, timeout: float = 1.0) -> socket.socket | 
         return None
 
 
-def test_ingress_policy_allows_denies_and_revocation_cuts(plane):
-    dp = plane()
-    with socket.socket() as probe:
+#: The policy tests' identities: the guarded server's, an allowed and a denied source.
+GUARDED = {"payments/db": frozenset({"127.0.0.4"}), "frontend/web": frozenset({"127.0.0.5"}),
+           "frontend/other": frozenset({"127.0.0.6"})}
+
+
+def _server_in_the_node(dp, program: str, kind: int) -> tuple[subprocess.Popen, int]:
+    """`program` (formatted with a free port on 127.0.0.4) run in the node's container cgroup,
+    once it says `ready`."""
+    with socket.socket(socket.AF_INET, kind) as probe:
         probe.bind(("127.0.0.4", 0))
         port = probe.getsockname()[1]
     server = subprocess.Popen([sys.executable, "-c",
                                f"import os, socket\nopen({str(dp.programs.cgroup / 'cgroup.procs')!r}, 'w')"
-                               ".write(str(os.getpid()))\n" + SERVE_ONE.format(port=port)],
+                               ".write(str(os.getpid()))\n" + program.format(port=port)],
                               stdout=subprocess.PIPE, text=True)
+    if server.stdout.readline().strip() != "ready":
+        server.kill()
+        server.wait()
+        raise AssertionError(f"the server in the node cgroup did not start: {program[:60]!r}")
+    return server, port
+
+
+def test_ingress_policy_allows_denies_and_revocation_cuts(plane):
+    dp = plane()
+    server, port = _server_in_the_node(dp, SERVE_ONE, socket.SOCK_STREAM)
     try:
-        assert server.stdout.readline().strip() == "ready"
-        identities = {"payments/db": frozenset({"127.0.0.4"}), "frontend/web": frozenset({"127.0.0.5"}),
-                      "frontend/other": frozenset({"127.0.0.6"})}
+        identities = GUARDED
         policy = PolicyIngress("payments/db", frozenset({"127.0.0.4"}),
                                frozenset({("frontend/web", port, "tcp")}))
         dp.apply(DataPlaneState(identities=identities, policies={"payments/db": policy}))
@@ -251,17 +265,9 @@ def test_inspect_reads_the_maps_with_their_counters(plane):
 
     a = Listener("127.0.0.2")
     dp = plane()
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.4", 0))
-        port = probe.getsockname()[1]
-    server = subprocess.Popen([sys.executable, "-c",
-                               f"import os, socket\nopen({str(dp.programs.cgroup / 'cgroup.procs')!r}, 'w')"
-                               ".write(str(os.getpid()))\n" + SERVE_ONE.format(port=port)],
-                              stdout=subprocess.PIPE, text=True)
+    server, port = _server_in_the_node(dp, SERVE_ONE, socket.SOCK_STREAM)
     try:
-        assert server.stdout.readline().strip() == "ready"
-        identities = {"payments/db": frozenset({"127.0.0.4"}), "frontend/web": frozenset({"127.0.0.5"}),
-                      "frontend/other": frozenset({"127.0.0.6"})}
+        identities = GUARDED
         policy = PolicyIngress("payments/db", frozenset({"127.0.0.4"}),
                                frozenset({("frontend/web", port, "tcp")}))
         dp.apply(DataPlaneState(services={VIP: (Backend(a.ip, a.port),), EMPTY: ()}, identities=identities,
@@ -324,17 +330,9 @@ def test_udp_server_replies_do_not_open_it_to_denied_sources(plane):
     no rule allows gets nothing, before and after an allowed client has been served; revoking the
     allowed source cuts it although the server answered it."""
     dp = plane()
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
-        probe.bind(("127.0.0.4", 0))
-        port = probe.getsockname()[1]
-    server = subprocess.Popen([sys.executable, "-c",
-                               f"import os, socket\nopen({str(dp.programs.cgroup / 'cgroup.procs')!r}, 'w')"
-                               ".write(str(os.getpid()))\n" + UDP_ECHO.format(port=port)],
-                              stdout=subprocess.PIPE, text=True)
+    server, port = _server_in_the_node(dp, UDP_ECHO, socket.SOCK_DGRAM)
     try:
-        assert server.stdout.readline().strip() == "ready"
-        identities = {"payments/db": frozenset({"127.0.0.4"}), "frontend/web": frozenset({"127.0.0.5"}),
-                      "frontend/other": frozenset({"127.0.0.6"})}
+        identities = GUARDED
         policy = PolicyIngress("payments/db", frozenset({"127.0.0.4"}),
                                frozenset({("frontend/web", port, "udp")}))
         dp.apply(DataPlaneState(identities=identities, policies={"payments/db": policy}))
