@@ -72,10 +72,17 @@ class AutoscaleController:
         members: dict[str, list[str]] = defaultdict(list)
         metrics: dict[str, dict[str, dict[str, Any]]] = defaultdict(lambda: defaultdict(dict))
         scales: dict[str, Mapping[str, Any]] = {}
+        every: dict[str, Mapping[str, Any]] = {}  # every service, for its tenant's quota room
+        tenants: dict[str, Mapping[str, Any]] = {}
         for key, doc in snapshot.values.items():
             if key.startswith(DESIRED_SERVICES):
-                if isinstance(doc, Mapping) and (service_doc.horizontal(doc) or service_doc.vertical(doc)):
-                    services[key[len(DESIRED_SERVICES):]] = doc
+                if isinstance(doc, Mapping):
+                    every[key[len(DESIRED_SERVICES):]] = doc
+                    if service_doc.horizontal(doc) or service_doc.vertical(doc):
+                        services[key[len(DESIRED_SERVICES):]] = doc
+            elif key.startswith(DESIRED_TENANTS):
+                if isinstance(doc, Mapping):
+                    tenants[key[len(DESIRED_TENANTS):]] = doc
             elif key.startswith(INSTANCES):
                 full, _, inst = key[len(INSTANCES):].rpartition("/")
                 members[full].append(inst)
@@ -86,7 +93,7 @@ class AutoscaleController:
             elif key.startswith(SCALE):
                 scales[key[len(SCALE):]] = doc
         puts: dict[str, Any] = {}
-        quotas = TenantRoom(snapshot, scales)
+        quotas = TenantRoom(every, tenants, scales)
         for full, service in sorted(services.items()):
             tenant = full.split("/", 1)[0]
             doc = self.decide(full, service, sorted(members.get(full, [])), tenant, snapshot,
@@ -183,34 +190,37 @@ class TenantRoom:
     sets is bounded here: a service may grow only into what the tenant's other services leave.
     Services are decided in key order and each sees the counts decided before it."""
 
-    def __init__(self, snapshot: Snapshot, scales: Mapping[str, Any]) -> None:
-        self._quota: dict[str, dict[str, Any]] = {}
+    def __init__(self, services: Mapping[str, Mapping[str, Any]], tenants: Mapping[str, Mapping[str, Any]],
+                 scales: Mapping[str, Any]) -> None:
+        self._quota = {name: effective_quota(doc) for name, doc in tenants.items()}
         self._counts: dict[str, tuple[int, int, int]] = {}  # service → (instances, cpu, memory)
-        for key, doc in snapshot.values.items():
-            if key.startswith(DESIRED_SERVICES) and isinstance(doc, Mapping):
-                full = key[len(DESIRED_SERVICES):]
-                count = effective_service(doc, scales.get(full)).get("instances")
-                self._set(full, doc, count if isinstance(count, int) else committed_instances(doc),
-                          vertical_requests(doc, scales.get(full)) or service_doc.resources(doc))
-            elif key.startswith(DESIRED_TENANTS) and isinstance(doc, Mapping):
-                self._quota[key[len(DESIRED_TENANTS):]] = effective_quota(doc)
+        self._totals: dict[str, tuple[int, int, int]] = {}  # tenant → the sums of its services'
+        for full, doc in services.items():
+            count = effective_service(doc, scales.get(full)).get("instances")
+            self._set(full, count if isinstance(count, int) else committed_instances(doc),
+                      vertical_requests(doc, scales.get(full)) or service_doc.resources(doc))
 
-    def _set(self, full: str, doc: Mapping[str, Any], count: int, requests: Mapping[str, Any]) -> None:
-        self._counts[full] = (count, count * int(requests.get("cpu") or 0),
-                              count * int(requests.get("memory") or 0))
+    def _set(self, full: str, count: int, requests: Mapping[str, Any]) -> None:
+        """Record `full`'s count and keep its tenant's sums (no pass over the tenant per service)."""
+        new = (count, count * int(requests.get("cpu") or 0), count * int(requests.get("memory") or 0))
+        old = self._counts.get(full, (0, 0, 0))
+        tenant = full.split("/", 1)[0]
+        total = self._totals.get(tenant, (0, 0, 0))
+        self._totals[tenant] = tuple(t - o + n for t, o, n in zip(total, old, new, strict=True))
+        self._counts[full] = new
 
     def clamp(self, full: str, service: Mapping[str, Any], requests: Mapping[str, Any], doc: dict) -> None:
         """Lower `doc["desired"]` to the tenant's room (never below the committed count, which
         admission already holds within the quota) and say so in its clamp and reasons."""
         tenant = full.split("/", 1)[0]
         quota = self._quota.get(tenant) or effective_quota(None)
-        others = [c for name, c in self._counts.items() if name != full and name.split("/", 1)[0] == tenant]
+        own, total = self._counts.get(full, (0, 0, 0)), self._totals.get(tenant, (0, 0, 0))
         room = []
         for index, (resource, per) in enumerate((("instances", 1), ("cpu", requests.get("cpu")),
                                                  ("memory", requests.get("memory")))):
             limit, per = quota.get(resource), int(per or 0)
             if isinstance(limit, int) and per > 0:
-                left = limit - sum(c[index] for c in others)
+                left = limit - (total[index] - own[index])  # what the tenant's other services leave
                 room.append((max(0, left) // per, resource, limit))
         desired = doc["desired"]
         if room:
@@ -220,7 +230,7 @@ class TenantRoom:
                 doc["clamp"] = f"lowered to {most} by tenant {tenant}'s {resource} quota ({limit})"
                 doc["reasons"] = [*doc["reasons"], f"{desired} {doc['clamp']}"]
                 doc["desired"] = desired = most
-        self._set(full, service, desired, requests)
+        self._set(full, desired, requests)
 
 
 def _cpu_unready(observed: Mapping[str, Any], ready: bool, now: float) -> bool | None:
