@@ -15,8 +15,9 @@ libnftables re-read a table of thousands of rules (one rule per tuple cost ~0.7 
                     (each with `counter`: per element, the new connections it admitted — the chain
                     sees no packet of an established flow; `tuple_counters()` reads them)
     chain d_<h>     fixed: mark := source number, accept on a hit in t/p/s, else `counter drop`
-    chain forward   hook forward: established/related accept, the bridge gateway (host, node-local
-                    DNS) accept, then `ip daddr vmap @guarded`; everything else is left alone
+    chain forward   hook forward: established/related accept, a new TCP flow not started by a SYN
+                    dropped (no mid-stream pickup of a cut flow), the bridge gateway (host,
+                    node-local DNS) accept, then `ip daddr vmap @guarded`; everything else is left alone
 
 Identity numbers (the packet mark, reset to 0 on the way out of d_<h> so nothing downstream sees
 it) are this table's own: given in name order when the table is replaced, then the next number
@@ -164,7 +165,13 @@ def _fixed_rules(h: str) -> list[str]:
 
 
 def _forward_rules(gateway: str | None) -> list[str]:
+    # A TCP packet that is not a SYN has no business starting a tracked flow: with the kernel's
+    # loose pickup (nf_conntrack_tcp_loose=1, the default) the server's retransmission of a flow
+    # whose entry a revocation deleted would be tracked as a new flow *from* the guarded address,
+    # and the client's next packets would pass as its replies (the flow revived, about one run in
+    # four in tests/agent/dataplane/test_nftables_traffic.py). Written as nft lists it (read-back).
     return ["ct state established,related accept",
+            "ct state new tcp flags != syn / fin,syn,rst,ack drop",
             *([f"ip saddr {gateway} accept"] if gateway else []),
             "ip daddr vmap @guarded"]
 
