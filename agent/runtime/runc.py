@@ -126,6 +126,26 @@ def cgroup_token(runc_root: Path | str) -> str:
     return hashlib.sha256(str(Path(runc_root).resolve()).encode()).hexdigest()[:6]
 
 
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+
+
+def remove_node_cgroups(token: str, parent: str = "ccattler", root: Path = CGROUP_ROOT) -> list[str]:
+    """Remove the node cgroup `parent/token` in every hierarchy (runc removes a container's own
+    cgroup, never the parents it created), and the shared parent when no other node uses it; what
+    could not be removed (still in use) is returned."""
+    left = []
+    for base in [root, *(p for p in root.iterdir() if p.is_dir())] if root.is_dir() else []:
+        for path in (base / parent / token, base / parent):
+            try:
+                path.rmdir()
+            except FileNotFoundError:
+                pass
+            except OSError:  # busy or not empty: another node's, or a process still in it
+                if path.name == token:
+                    left.append(str(path))
+    return left
+
+
 class RuncRuntime(Runtime):
     """Containers run by `runc` with the images of `images`."""
 
@@ -346,21 +366,9 @@ class RuncRuntime(Runtime):
         """The cgroup (relative to a hierarchy's root) holding every container of this runtime."""
         return f"{self.cgroup_parent}/{self._root_token}"
 
-    def remove_node_cgroup(self, root: Path = Path("/sys/fs/cgroup")) -> list[str]:
-        """Remove this runtime's node cgroup in every hierarchy once its containers are gone (runc
-        removes a container's own cgroup, never the parents it created), and the shared parent
-        when no other node uses it; what could not be removed (still in use) is returned."""
-        left = []
-        for base in [root, *(p for p in root.iterdir() if p.is_dir())] if root.is_dir() else []:
-            for path in (base / self.node_cgroup, base / self.cgroup_parent):
-                try:
-                    path.rmdir()
-                except FileNotFoundError:
-                    pass
-                except OSError:  # busy or not empty: another node's, or a process still in it
-                    if path.name == self._root_token:
-                        left.append(str(path))
-        return left
+    def remove_node_cgroup(self, root: Path = CGROUP_ROOT) -> list[str]:
+        """Remove this runtime's node cgroup once its containers are gone: `remove_node_cgroups`."""
+        return remove_node_cgroups(self._root_token, self.cgroup_parent, root)
 
     # -- internals -----------------------------------------------------------------------------
     def _image(self, name: str) -> Image:

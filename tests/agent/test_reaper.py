@@ -69,16 +69,13 @@ def test_a_removed_node_leaves_no_cgroup_directories(tmp_path) -> None:
     """runc removes each container's cgroup but not the parents it made (`ccattler/<token>` in every
     hierarchy): a node removed with its containers (`cca down`) removes them, and the shared
     `ccattler` parent where no other node uses it."""
-    from types import SimpleNamespace
+    from ccattler.agent.runtime.runc import remove_node_cgroups
 
-    from ccattler.agent.runtime.runc import RuncRuntime
-
-    node = SimpleNamespace(cgroup_parent="ccattler", _root_token="aaaaaa", node_cgroup="ccattler/aaaaaa")
     for hierarchy in ("cpu", "memory", "unified"):
         (tmp_path / hierarchy / "ccattler" / "aaaaaa").mkdir(parents=True)
     (tmp_path / "memory" / "ccattler" / "bbbbbb").mkdir()  # another node's
     (tmp_path / "unified" / "ccattler" / "aaaaaa" / "still-running").mkdir()  # a container left
-    left = RuncRuntime.remove_node_cgroup(node, tmp_path)  # type: ignore[arg-type]
+    left = remove_node_cgroups("aaaaaa", "ccattler", tmp_path)
     assert not (tmp_path / "cpu" / "ccattler").exists()
     assert sorted(p.name for p in (tmp_path / "memory" / "ccattler").iterdir()) == ["bbbbbb"]
     assert left == [str(tmp_path / "unified" / "ccattler" / "aaaaaa")]

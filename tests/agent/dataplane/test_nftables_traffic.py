@@ -285,6 +285,62 @@ def test_revoking_an_allow_cuts_a_live_flow_through_the_vip(cluster):
     assert "ESTABLISHED" not in listed
 
 
+LATE_ECHO = """
+import socket, time
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("0.0.0.0", 5433)); s.listen(4)
+c, _ = s.accept()
+while (data := c.recv(100)):
+    time.sleep(1.0); c.sendall(data)  # answers late: after the test has revoked the allow
+"""
+
+SEND_THEN_READ = """
+import socket, sys
+c = socket.create_connection((sys.argv[1], 5433), timeout=2.5)
+for line in sys.stdin:
+    try:
+        if line.strip() == "send":
+            c.sendall(b"x"); print("sent", flush=True)
+        else:
+            print("ok" if c.recv(10) == b"x" else "bad", flush=True)
+    except OSError:
+        print("cut", flush=True)
+"""
+
+
+def test_a_revoked_flow_stays_cut_when_the_guarded_side_speaks_first(cluster):
+    """The server (shop/db) answers after its allow is revoked and its flow's entry deleted. Its
+    packet must not start a new tracked flow mid-stream (the kernel's loose pickup): from an
+    address whose own egress is open it would pass, and the client's packets would pass as its
+    replies — the revoked flow revived. A new TCP flow must start with a SYN."""
+    cluster.procs.append(subprocess.Popen(["ip", "netns", "exec", cluster.ns["c1"], sys.executable,
+                                           "-c", LATE_ECHO]))
+    identities = {"shop/db": frozenset({"10.79.1.2"}), "shop/api": frozenset({"10.79.1.4"})}
+
+    def state(*allowed):
+        return DataPlaneState(identities=identities,
+                              policies={"shop/db": PolicyIngress("shop/db", frozenset({"10.79.1.2"}),
+                                                                 frozenset(allowed))})
+
+    cluster.plane.apply(state(("shop/api", 5433, "tcp")))
+    time.sleep(0.2)  # the server binds
+    client = subprocess.Popen(["ip", "netns", "exec", cluster.ns["cl"], sys.executable, "-c",
+                               SEND_THEN_READ, "10.79.1.2"],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    cluster.procs.append(client)
+
+    def ask(line: str) -> str:
+        client.stdin.write(line + "\n")
+        client.stdin.flush()
+        return client.stdout.readline().strip()
+
+    assert ask("send") == "sent" and ask("read") == "ok"  # allowed: the late answer arrives
+    assert ask("send") == "sent"
+    cluster.plane.apply(state())  # revoked while the server holds its answer
+    assert ask("read") == "cut"  # the server's late answer is dropped, not tracked as a new flow
+    assert ask("send") == "sent" and ask("read") == "cut"
+
+
 def test_a_guarded_backend_drops_external_clients_and_accepts_the_gateway(cluster):
     """The documented limit (docs/agent.md, "Network policy"): an external client's address is no
     identity, so a guarded backend behind an external port drops it; the node itself (the bridge

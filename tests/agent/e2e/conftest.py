@@ -20,7 +20,7 @@ from ccattler.agent.images.store import ImageStore
 from ccattler.agent.net import nat
 from ccattler.agent.net.node import NETNS_DIR, NodeNetwork
 from ccattler.agent.reconcile import Backoff, Reconciler
-from ccattler.agent.runtime.runc import RuncRuntime
+from ccattler.agent.runtime.runc import RuncRuntime, cgroup_token, remove_node_cgroups
 
 _DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # never via a proxy
 HTTPD = "mkdir -p /www && echo hello from $HOSTNAME > /www/index.html && exec httpd -f -p 8080 -h /www"
@@ -111,10 +111,13 @@ def clean_check():
 
 
 def assert_clean(state: Path, bridge: str) -> None:
-    """Nothing of this node is left: runc containers, links, namespaces, mounts, nft table."""
+    """Nothing of this node is left: runc containers, links, namespaces, mounts, nft table, and
+    (removed here, as `cca down` does: runc leaves the parents it made) its node cgroups."""
     runc = subprocess.run(["runc", "--root", str(state / "runc"), "list", "-q"], capture_output=True,
                           text=True)
     assert runc.stdout.strip() == "", f"runc containers left: {runc.stdout}"
+    cgroups = remove_node_cgroups(cgroup_token(state / "runc"))
+    assert cgroups == [], f"node cgroups still in use: {cgroups}"
     links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
     assert bridge not in links, f"bridge {bridge} left"
     leftovers = [p.name for p in NETNS_DIR.glob(f"{bridge}-*")] if NETNS_DIR.exists() else []
