@@ -53,7 +53,8 @@ class AutoscaleController:
     def wakes_on(self, key: str, *change: Any) -> bool:
         """Agents' reports wake it only for instances of autoscaled services: on a large cluster
         most reports are of services with no `scale` block. Every other read always wakes it.
-        Called from watch threads: it only reads one attribute."""
+        Called from watch threads: it reads one attribute, and a service change resets it by one
+        assignment (atomic under the GIL), so no lock is needed."""
         if key.startswith(DESIRED_SERVICES):  # a service may have gained a `scale` block: every
             self._reports = None              # report wakes it until it has run again
             return True
