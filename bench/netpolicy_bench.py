@@ -196,9 +196,9 @@ def main() -> None:
           f"{len(policy.guarded)} guarded, {tuples} allowed tuples")
     controller = NetpolicyController()
     values, changes, first = run(controller, values, 1)
-    sizes = [len(doc["identities"]) for key, doc in values.items() if key.startswith("derived/firewall/")]
+    sizes = [len(doc["policies"]) for key, doc in values.items() if key.startswith("derived/firewall/")]
     print(f"controller first pass {first:.2f} s, {len(changes.puts)} documents, "
-          f"identities per document max {max(sizes)}")
+          f"guarded identities per node document max {max(sizes)}")
     values["desired/network/t0/extra"] = {"action": "allow", "from": "t5/s5", "to": "t0/s0", "port": 80,
                                           "protocol": "tcp"}
     values, changes, rule = run(controller, values, 2)

@@ -5,6 +5,7 @@ Read from the slice (engine/api/slice.py shares these with every node):
     derived/vip/<tenant>/<service>       {"ip", "ports": [{"port", "protocol", "external"}]}
     derived/endpoint/<tenant>/<service>  {"endpoints": [{"instance", "node", "ip"}]}  (ready ones)
     derived/firewall/<node>              this node's policy document (policy_state.py)
+    derived/identity/<tenant>/<service>  {"identity", "addresses"}: of each identity it mentions
 
 Every exposed port of a VIP is a frontend balanced over the service's ready endpoints (the backend
 listens on the exposed port itself); endpoints without an address (process runtime) are skipped, and
@@ -20,8 +21,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from ccattler.agent.dataplane.base import Backend, DataPlaneState, Frontend
-from ccattler.agent.dataplane.policy_state import policy_state
-from ccattler.engine.facts.keys import ENDPOINTS, FIREWALL, VIPS
+from ccattler.agent.dataplane.policy_state import addresses_of, mentioned, policies_of
+from ccattler.engine.facts.keys import ENDPOINTS, FIREWALL, IDENTITIES, VIPS
 
 
 def _protocol(raw: Any) -> str:
@@ -94,7 +95,10 @@ class StateBuilder:
         self._memo: dict[str, tuple[Any, Any, Rows]] = {}  # VIP key → (documents, rows)
         self._facts: Any = None
         self._services: dict[Frontend, tuple[Backend, ...]] = {}
-        self._policy: tuple[Any, Any] = (self, ({}, {}))  # (firewall document, policy_state of it)
+        self._firewall: Any = self  # the firewall document last read (the builder: none yet)
+        self._policies: dict[str, Any] = {}
+        self._names: set[str] = set()  # the identities the policies mention
+        self._identities: dict[str, frozenset[str]] = {}
         self._external_keys: set[str] = set()  # VIP keys with an external port among their rows
         self._state: DataPlaneState | None = None
         self.range: str | None = None
@@ -103,14 +107,11 @@ class StateBuilder:
         touched = facts.take_touched() if hasattr(facts, "take_touched") else None
         if touched is None or facts is not self._facts or self._state is None:
             self._full(facts)
-            changed = True
+            touched, changed = None, True
         else:
             changed = self._some(facts, touched)
         self._facts = facts
-        firewall = facts.get(FIREWALL + node)
-        if firewall is not self._policy[0]:  # (the builder itself stands for "none read yet")
-            self._policy = (firewall, policy_state(firewall))
-            changed = True
+        changed = self._policy(facts, node, touched) or changed
         if not changed and self._state is not None:
             return self._state
         external: dict[Frontend, tuple[Backend, ...]] = {}
@@ -119,10 +120,39 @@ class StateBuilder:
                 if is_external:
                     # admission refuses two services on one external port; the first name wins otherwise
                     external.setdefault(Frontend("", frontend.port, frontend.protocol), backends)
-        identities, policies = self._policy[1]
         self._state = DataPlaneState(services=dict(self._services), external=external,
-                                     identities=identities, policies=policies)
+                                     identities=self._identities, policies=self._policies)
         return self._state
+
+    def _policy(self, facts: Mapping[str, Any], node: str, touched: set[str] | None) -> bool:
+        """Read the node's firewall document again when it changed, and the identity documents
+        it mentions that changed (all of them when `touched` is None); True when either did. An
+        identity whose addresses stay keeps its set object (the planes compare them by identity)."""
+        firewall = facts.get(FIREWALL + node)
+        rules = firewall is not self._firewall
+        if rules:
+            self._firewall, self._policies = firewall, policies_of(firewall)
+            names = mentioned(self._policies)
+            stale, self._names = names - self._names if touched is not None else names, names
+        else:
+            stale = set()
+        if touched is None:
+            stale = set(self._names)
+        else:
+            stale |= {k[len(IDENTITIES):] for k in touched if k.startswith(IDENTITIES)} & self._names
+        if not rules and not stale:
+            return False
+        identities = {n: ips for n, ips in self._identities.items() if n in self._names}
+        for name in stale:
+            ips = addresses_of(facts.get(IDENTITIES + name))
+            if not ips:
+                identities.pop(name, None)
+            elif ips != identities.get(name):
+                identities[name] = ips
+        if identities == self._identities:
+            return rules
+        self._identities = identities
+        return True
 
     def _full(self, facts: Mapping[str, Any]) -> None:
         memo: dict[str, tuple[Any, Any, Rows]] = {}

@@ -1,9 +1,10 @@
 """A node's slice of the state, and the hub that streams it: what its agent may watch (its placements
 and instance addresses, the instance documents, service specs and rollout documents (an old
 instance is built from the previous spec's fields they carry) of what is placed on it, its own
-firewall, condition and declared node, and the cluster-wide endpoints/VIPs/names, every node's subnet
-and underlay address (for the overlay), the gates, service groups and volume declarations — a volume's
-size and `persistent` flag), never secrets or other nodes' placements and rules.
+firewall, condition and declared node, and the cluster-wide endpoints/VIPs/names/identity
+addresses, every node's subnet and underlay address (for the overlay), the gates, service groups
+and volume declarations — a volume's size and `persistent` flag), never secrets or other nodes'
+placements and rules.
 
 `SliceHub` follows the store with one watch for the whole server and routes each change to the
 nodes it concerns (a thousand agents cost one store watch, and each gets only its own changes).
@@ -49,6 +50,7 @@ from ccattler.engine.facts.keys import (
     DNS,
     ENDPOINTS,
     FIREWALL,
+    IDENTITIES,
     INSTANCES,
     NODE_CONDITIONS,
     OBSERVED_NODES,
@@ -68,8 +70,9 @@ log = logging.getLogger(__name__)
 #: Gates too: every node's proxy serves every gate (agent/gates/).
 #: Service groups too: a node pairs `share network` members into seats and mounts shared volumes.
 #: Names too: every node's resolver answers every service's name (agent/dns/).
+#: Identities' addresses too: a node's firewall names sources running anywhere (agent/dataplane/).
 _SHARED = (ENDPOINTS, VIPS, DNS, DESIRED_VOLUMES, DESIRED_GATES,
-           DESIRED_GROUPS, SUBNETS, OBSERVED_NODES)
+           DESIRED_GROUPS, SUBNETS, OBSERVED_NODES, IDENTITIES)
 #: Per service, routed like the service document: to the nodes its instances are placed on.
 _PER_SERVICE = (DESIRED_SERVICES, ROLLOUTS)
 _OWN = (FIREWALL, NODE_CONDITIONS, DESIRED_NODES)

@@ -70,6 +70,9 @@ ENDPOINTS = "derived/endpoint/"
 VIPS = "derived/vip/"
 DNS = "derived/dns/"
 FIREWALL = "derived/firewall/"
+#: Per identity a firewall document allows or guards, its addresses cluster-wide (`derived/identity/
+#: <tenant>/<service>`): shared by every node, so a move rewrites one small document, not each node's.
+IDENTITIES = "derived/identity/"
 #: The netpolicy controller's condition: `{"state": "failing"|"ok", …}` when an operator netpolicy
 #: extension failed its budget (the firewall documents then stay the last good ones).
 NETPOLICY_STATUS = "derived/netpolicy-status"
@@ -120,6 +123,7 @@ PREFIX_OWNERS: dict[str, str] = {
     VIPS: "network-controller",
     DNS: "network-controller",
     FIREWALL: "netpolicy-controller",
+    IDENTITIES: "netpolicy-controller",
     NETPOLICY_STATUS: "netpolicy-controller",
     SCALE: "autoscaler",
     DISRUPTIONS: "disruption-controller",

@@ -28,6 +28,7 @@ from ccattler.engine.facts.keys import (
     DRAINS,
     ENDPOINTS,
     FIREWALL,
+    IDENTITIES,
     INSTANCES,
     LEADER,
     METRICS,
@@ -62,12 +63,12 @@ READ_GUARDS: dict[str, tuple[str, int | None]] = {
     DESIRED_POLICIES: ("policy", None),
     DESIRED_LP: ("policy", None),
     **{p: ("service", 2) for p in (INSTANCES, ROLLOUTS, PLACEMENTS,
-                                   ENDPOINTS, VIPS, DNS, SCALE,
+                                   ENDPOINTS, VIPS, DNS, SCALE, IDENTITIES,
                                    DISRUPTIONS, OBSERVED_INSTANCES, METRICS)},
     ADDRESSES: ("service", 3),
     SUBNETS: ("node", None),
     NODE_CONDITIONS: ("node", None),
-    FIREWALL: ("node", None),  # every identity's addresses on that node: not one tenant's
+    FIREWALL: ("node", None),  # every tenant's sources the node's destinations allow: not one tenant's
     NETPOLICY_STATUS: ("policy", None),  # names the operator's failing netpolicy extensions
     DRAINS: ("node", None),
     REBALANCE: ("node", None),

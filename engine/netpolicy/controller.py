@@ -1,8 +1,12 @@
 """The network-policy controller: rules/netpolicy.lp's answer → `derived/firewall/<node>`.
 
 A node's document covers the default-deny identities with an instance on that node: their allowed
-(source identity, port, protocol) tuples and, for every identity those tuples or the node's
-instances mention, its addresses cluster-wide (from `derived/network/ip/`). The node's open
+(source identity, port, protocol) tuples and their addresses on the node (`local`). Every identity
+a policy mentions (a guarded destination, a source of an allowed tuple) has its addresses
+cluster-wide (from `derived/network/ip/`) in `derived/identity/<identity>`, one document shared by
+every node: an instance moving rewrites that one small document and the documents of the nodes it
+left and joined, not every node's document that allows it (at 10,000 services each of those was
+~1 MB: docs/benchmarks.md). The node's open
 identities are listed by name (`open`): the data plane leaves them alone, and the agent starts an
 instance only once its identity is in its node's document, under `policies` or `open` (fail
 closed: the network controller commits an address before this controller, which runs last, has
@@ -14,8 +18,8 @@ ports, network rules, netpolicy extensions), and then only for the destination i
 change can touch (`facts.touched_destinations`: what a changed rule's `to` selects; a changed
 service and the destinations of rules whose `from` selects it) — the whole policy is solved at
 start and whenever an extension exists (extensions may relate any destinations). An address
-change (an instance placed, moved, gone) rewrites only the documents that mention its identity.
-A document is rewritten only when its content changes.
+change (an instance placed, moved, gone) rewrites only its identity's document and the documents
+of the nodes the instance is on or left. A document is rewritten only when its content changes.
 
 Operator extensions are solved in a policy worker under hard limits (isolated.py). When that
 solve fails (a budget ran out, the worker died, the program failed) the controller fails static:
@@ -39,6 +43,7 @@ from ccattler.engine.facts.keys import (
     DESIRED_NETWORKS,
     DESIRED_SERVICES,
     FIREWALL,
+    IDENTITIES,
     NETPOLICY_STATUS,
 )
 from ccattler.engine.facts.snapshot import ChangeSet, Snapshot, changed_keys
@@ -49,41 +54,41 @@ from ccattler.engine.netpolicy.isolated import ExtensionFailed, ExtensionFailure
 
 
 def node_document(node: str, policy: Policy, local: Mapping[str, set[str]],
-                  addresses: Mapping[str, Mapping[str, tuple[str, str]]],
                   known: Set[str] | None = None) -> dict[str, Any] | None:
     """The firewall document of `node` (local: identity → its addresses on the node), or None when
     no identity `policy` decided runs there. `known`: the identities the policy was solved over
     (None: every local one); a local identity outside it is neither guarded nor open."""
     policies: dict[str, Any] = {}
-    mentioned: set[str] = set()
     open_here = []
     for identity in sorted(local):
         if identity not in policy.guarded:
             if known is None or identity in known:
                 open_here.append(identity)
             continue
-        allowed = policy.allowed.get(identity, ())
         policies[identity] = {
             "local": sorted(local[identity]),
             "named_by": list(policy.guarded[identity]),
             "allowed": [{"from": t.source, "port": t.port, "protocol": t.protocol, "rule": t.rule}
-                        for t in allowed],
+                        for t in policy.allowed.get(identity, ())],
         }
-        mentioned.add(identity)
-        mentioned.update(t.source for t in allowed)
     if not policies and not open_here:
         return None
-    identities = {i: sorted({ip for _, ip in addresses.get(i, {}).values()}) for i in sorted(mentioned)}
-    return {"node": node, "identities": identities, "policies": policies, "open": open_here}
+    return {"node": node, "policies": policies, "open": open_here}
+
+
+def identity_document(identity: str, addresses: Set[str]) -> dict[str, Any] | None:
+    """`derived/identity/<identity>`: its addresses cluster-wide, or None without any."""
+    return {"identity": identity, "addresses": sorted(addresses)} if addresses else None
 
 
 class NetpolicyController:
-    """Writes one firewall document per node that runs an instance with an address."""
+    """Writes one firewall document per node that runs an instance with an address, and one identity
+    document per identity a policy mentions that has an address."""
 
     name: ClassVar[str] = "netpolicy"
     reads: ClassVar[tuple[str, ...]] = (DESIRED_SERVICES, DESIRED_NETWORKS, DESIRED_LP, ADDRESSES, FIREWALL,
-                                        NETPOLICY_STATUS)
-    writes: ClassVar[tuple[str, ...]] = (FIREWALL, NETPOLICY_STATUS)
+                                        IDENTITIES, NETPOLICY_STATUS)
+    writes: ClassVar[tuple[str, ...]] = (FIREWALL, IDENTITIES, NETPOLICY_STATUS)
 
     def __init__(self) -> None:
         self._seen: Mapping[str, Any] | None = None
@@ -95,7 +100,7 @@ class NetpolicyController:
         self._addr: dict[str, dict[str, tuple[str, str]]] = defaultdict(dict)  # identity → inst → (node, ip)
         self._where: dict[str, tuple[str, str]] = {}  # inst key → (identity, node)
         self._sources_of: dict[str, set[str]] = defaultdict(set)  # source → guarded destinations naming it
-        self._written: dict[str, Any] = {}  # node → the document last written (None: deleted)
+        self._written: dict[str, Any] = {}  # key → the document last written (None: deleted)
         self._good = False  # whether self.policy came from a solve that succeeded (else write nothing)
         self._failed: tuple[Any, ...] | None = None  # the inputs whose solve failed (not retried)
         self.failure: ExtensionFailure | None = None  # why the last solve failed, while it stands
@@ -109,25 +114,27 @@ class NetpolicyController:
             self._where.clear()
         self._seen = values
         # Documents written last run that the store does not show yet (a commit may have failed).
-        nodes = {n for n, doc in self._written.items() if values.get(FIREWALL + n) != doc}
-        identities: set[str] = set()
+        nodes, identities = set(), set()
+        for key, doc in self._written.items():
+            if values.get(key) != doc:
+                (nodes.add(key[len(FIREWALL):]) if key.startswith(FIREWALL)
+                 else identities.add(key[len(IDENTITIES):]))
         for key in changed:
             if key.startswith(ADDRESSES):
                 identities.update(self._update_address(key, values.get(key), nodes))
-            elif key.startswith(FIREWALL) and values.get(key) != self._written.get(key[len(FIREWALL):]):
-                nodes.add(key[len(FIREWALL):])  # not (only) our own write coming back
+            elif key.startswith((FIREWALL, IDENTITIES)) and values.get(key) != self._written.get(key):
+                # not (only) our own write coming back
+                (nodes.add(key[len(FIREWALL):]) if key.startswith(FIREWALL)
+                 else identities.add(key[len(IDENTITIES):]))
         logic = [k for k in changed if k.startswith((DESIRED_SERVICES, DESIRED_NETWORKS, DESIRED_LP))]
         if full or logic:
             try:
-                self._solve(before, values, logic, nodes)
+                self._solve(before, values, logic, nodes, identities)
             except ExtensionFailed as exc:
                 self.failure = exc.failure
             else:
                 self.failure = None
-        for identity in identities:
-            for destination in {identity} | self._sources_of.get(identity, set()):
-                nodes.update(node for node, _ in self._addr.get(destination, {}).values())
-        changes = self._write(values, nodes) if self._good else ChangeSet({}, frozenset())
+        changes = self._write(values, nodes, identities) if self._good else ChangeSet({}, frozenset())
         return self._with_status(changes, values, now)
 
     def _with_status(self, changes: ChangeSet, values: Mapping[str, Any], now: float) -> ChangeSet:
@@ -151,10 +158,11 @@ class NetpolicyController:
         return ChangeSet({**changes.puts, NETPOLICY_STATUS: doc}, changes.deletes)
 
     def _solve(self, before: Mapping[str, Any] | None, values: Mapping[str, Any], logic: list[str],
-               nodes: set[str]) -> None:
+               nodes: set[str], identities: set[str]) -> None:
         """Solve again: only the destinations the change touches when that is exact (no extension
         anywhere), else the whole policy. A partial solve rewrites only the documents of nodes
-        running a touched destination."""
+        running a touched destination, and the identity documents of the touched destinations and
+        of the sources they allowed before or allow now (whether they are mentioned may change)."""
         if before is None or any(k.startswith(DESIRED_LP) for k in logic):
             self._extensions = bool(extension_texts(values))
         touched = None
@@ -177,6 +185,8 @@ class NetpolicyController:
             self._sources_of = defaultdict(set)
             self._index_sources(self.policy.allowed)
             nodes.update(self._all_nodes(values))
+            identities.update(self._addr)
+            identities.update(k[len(IDENTITIES):] for k in values if k.startswith(IDENTITIES))
         elif touched or any(k.startswith(DESIRED_NETWORKS) for k in logic):  # a rule naming nothing: lints
             part = Part.of(values, touched, logic, identities)
             old = self.policy.allowed
@@ -186,8 +196,12 @@ class NetpolicyController:
             for destination in touched:
                 for t in old.get(destination, ()):
                     self._sources_of[t.source].discard(destination)
+                    identities.add(t.source)
                 nodes.update(node for node, _ in self._addr.get(destination, {}).values())
-            self._index_sources({d: self.policy.allowed.get(d, ()) for d in touched})
+            identities.update(touched)
+            now_allowed = {d: self.policy.allowed.get(d, ()) for d in touched}
+            identities.update(t.source for tuples in now_allowed.values() for t in tuples)
+            self._index_sources(now_allowed)
         else:
             return
         self.solves += 1
@@ -229,22 +243,22 @@ class NetpolicyController:
         nodes.update(key[len(FIREWALL):] for key in values if key.startswith(FIREWALL))
         return nodes
 
-    def _write(self, values: Mapping[str, Any], nodes: set[str]) -> ChangeSet:
+    def _mentioned(self, identity: str) -> bool:
+        """Whether a policy names `identity` (a guarded destination, or a source it allows)."""
+        return identity in self.policy.guarded or bool(self._sources_of.get(identity))
+
+    def _write(self, values: Mapping[str, Any], nodes: set[str], identities: set[str]) -> ChangeSet:
         local: dict[str, dict[str, set[str]]] = {n: defaultdict(set) for n in nodes}
         for identity, entries in self._addr.items():
             for node, ip in entries.values():
                 if node in local:
                     local[node][identity].add(ip)
-        puts: dict[str, Any] = {}
-        deletes = set()
-        for node in nodes:
-            key = FIREWALL + node
-            doc = node_document(node, self.policy, local[node], self._addr, self._known)
-            if doc is None:
-                if key in values:
-                    deletes.add(key)
-            elif values.get(key) != doc:
-                puts[key] = doc
-        self._written = {k[len(FIREWALL):]: doc for k, doc in puts.items()}
-        self._written.update((k[len(FIREWALL):], None) for k in deletes)
-        return ChangeSet(puts, frozenset(deletes))
+        wanted = {FIREWALL + n: node_document(n, self.policy, local[n], self._known) for n in nodes}
+        for identity in identities:
+            mentioned = self._mentioned(identity)
+            addresses = {ip for _, ip in self._addr.get(identity, {}).values()} if mentioned else set()
+            wanted[IDENTITIES + identity] = identity_document(identity, addresses)
+        puts = {key: doc for key, doc in wanted.items() if doc is not None and values.get(key) != doc}
+        deletes = frozenset(key for key, doc in wanted.items() if doc is None and key in values)
+        self._written = {**puts, **dict.fromkeys(deletes)}
+        return ChangeSet(puts, deletes)

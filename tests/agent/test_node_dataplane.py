@@ -18,13 +18,15 @@ from ccattler.agent.runtime.sim import SimRuntime
 from ccattler.engine.facts import CcaError
 
 GRANT = {"from": "t/web", "port": 5432, "protocol": "tcp", "rule": "r"}
-FIREWALL = {"node": "n1", "identities": {"t/db": ["10.88.3.2"], "t/web": ["10.88.4.2"]},
+FIREWALL = {"node": "n1",
             "policies": {"t/db": {"local": ["10.88.3.2"], "named_by": ["r"], "allowed": [GRANT]}},
             "open": ["t/web"]}
 SLICE = {"derived/vip/t/db": {"ip": "10.96.0.7", "range": "10.96.0.0/16",
                               "ports": [{"port": 5432, "protocol": "tcp", "external": False}]},
          "derived/endpoint/t/db": {"endpoints": [{"instance": "db-0", "node": "n1", "ip": "10.88.3.2"}]},
-         "derived/firewall/n1": FIREWALL}
+         "derived/firewall/n1": FIREWALL,
+         "derived/identity/t/db": {"identity": "t/db", "addresses": ["10.88.3.2"]},
+         "derived/identity/t/web": {"identity": "t/web", "addresses": ["10.88.4.2"]}}
 
 
 @pytest.fixture

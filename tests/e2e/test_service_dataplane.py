@@ -223,11 +223,10 @@ def test_vip_balances_across_nodes_and_policy_matrix_holds(three_nodes, tmp_path
     assert len({i["node"] for i in left}) == 2 and moved["ip"] not in {i["ip"] for i in left}, left
     web_ips = {i["ip"] for i in left}
 
-    def web_addresses(node: str) -> set[str]:
-        return set(_fact(shell, f"derived/firewall/{node}").get("identities", {}).get("default/web", []))
+    def web_addresses() -> set[str]:
+        return set(_fact(shell, "derived/identity/default/web").get("addresses", []))
 
-    wait(lambda: all(web_addresses(i["node"]) == web_ips for i in left),
-         "the firewall documents with web's new address", timeout=30)
+    wait(lambda: web_addresses() == web_ips, "web's identity document with its new address", timeout=30)
     endpoints = "derived/endpoint/default/web"
     wait(lambda: {e["ip"] for e in _fact(shell, endpoints).get("endpoints", [])} == web_ips,
          "the endpoint update", timeout=30)

@@ -141,10 +141,11 @@ def test_admit_puts_a_new_address_under_policy_before_start(node):
 
 
 def test_render_is_one_transaction_and_state_from_document():
-    doc = {"node": "n1", "identities": {"a/x": ["10.0.0.1"], "b/y": ["10.0.0.2", "10.0.0.3"]},
+    doc = {"node": "n1",
            "policies": {"b/y": {"local": ["10.0.0.2"], "named_by": ["r"],
                                 "allowed": [{"from": "a/x", "port": 53, "protocol": "udp", "rule": "r"}]}}}
-    identities, policies = policy_state(doc)
+    identities, policies = policy_state(doc, {"a/x": {"addresses": ["10.0.0.1"]},
+                                              "b/y": {"addresses": ["10.0.0.2", "10.0.0.3"]}})
     assert policies["b/y"] == PolicyIngress("b/y", frozenset({"10.0.0.2"}), frozenset({("a/x", 53, "udp")}))
     from ccattler.agent.dataplane.policy_nft import PolicySet, numbered
 

@@ -52,9 +52,12 @@ def test_malformed_documents_contribute_nothing() -> None:
 
 def test_this_nodes_firewall_document_becomes_identities_and_policies() -> None:
     grant = {"from": "t/a", "port": 80, "protocol": "tcp", "rule": "r1"}
-    firewall = {"node": "n1", "identities": {"t/a": ["10.88.0.2"], "t/b": ["10.88.0.3", "10.88.1.3"]},
+    firewall = {"node": "n1",
                 "policies": {"t/b": {"local": ["10.88.0.3"], "named_by": ["r1"], "allowed": [grant]}}}
-    facts = {"derived/firewall/n1": firewall, "derived/firewall/n2": {"policies": {"t/x": {}}}}
+    facts = {"derived/firewall/n1": firewall, "derived/firewall/n2": {"policies": {"t/x": {}}},
+             "derived/identity/t/a": {"identity": "t/a", "addresses": ["10.88.0.2"]},
+             "derived/identity/t/b": {"identity": "t/b", "addresses": ["10.88.0.3", "10.88.1.3"]},
+             "derived/identity/t/x": {"identity": "t/x", "addresses": ["10.88.9.9"]}}  # not mentioned here
     state = dataplane_state(facts, "n1")
     assert state.identities == {"t/a": frozenset({"10.88.0.2"}), "t/b": frozenset({"10.88.0.3", "10.88.1.3"})}
     assert state.policies == {"t/b": PolicyIngress("t/b", frozenset({"10.88.0.3"}),

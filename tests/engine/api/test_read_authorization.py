@@ -34,7 +34,8 @@ def seed(store):
         "desired/secret/a/k": {"kind": "secret", "tenant": "a", "name": "k", "description": None},
         "desired/secret/b/k": {"kind": "secret", "tenant": "b", "name": "k", "description": None},
         "secret/b/k": {"version": 1, "ciphertext": "B-CIPHERTEXT"},
-        "derived/firewall/n1": {"node": "n1", "identities": {"b/pay": ["10.88.1.2"]}},
+        "derived/firewall/n1": {"node": "n1", "policies": {"b/pay": {"local": ["10.88.1.2"]}}},
+        "derived/identity/b/pay": {"identity": "b/pay", "addresses": ["10.88.1.2"]},
     }
     store.txn((), list(docs.items()), ())
 

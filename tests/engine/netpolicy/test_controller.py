@@ -50,18 +50,21 @@ def _run(controller, values, revision=1):
 def test_documents_per_node_cover_local_default_deny_identities():
     controller = NetpolicyController()
     changes, values = _run(controller, _world())
-    assert set(changes.puts) == {"derived/firewall/n1", "derived/firewall/n2", "derived/firewall/n3"}
+    assert {k for k in changes.puts if k.startswith("derived/firewall/")} == {
+        "derived/firewall/n1", "derived/firewall/n2", "derived/firewall/n3"}
     # n1 runs only web, which no rule guards: its document names it open (the agent starts it then)
-    assert values["derived/firewall/n1"] == {"node": "n1", "identities": {}, "policies": {},
+    assert values["derived/firewall/n1"] == {"node": "n1", "policies": {},
                                              "open": ["frontend/web"]}
     assert values["derived/firewall/n2"]["open"] == values["derived/firewall/n3"]["open"] == []
     db = values["derived/firewall/n3"]
     assert db["policies"] == {"payments/database": {
         "local": ["10.88.3.2"], "named_by": ["r1", "r2"],
         "allowed": [{"from": "payments/checkout", "port": 5432, "protocol": "any", "rule": "r1"}]}}
-    assert db["identities"] == {"payments/checkout": ["10.88.2.2"], "payments/database": ["10.88.3.2"]}
-    checkout = values["derived/firewall/n2"]
-    assert checkout["identities"]["frontend/web"] == ["10.88.1.2"]
+    # every identity a policy mentions has its addresses cluster-wide in a document of its own
+    assert values["derived/identity/payments/checkout"] == {"identity": "payments/checkout",
+                                                           "addresses": ["10.88.2.2"]}
+    assert values["derived/identity/payments/database"]["addresses"] == ["10.88.3.2"]
+    assert values["derived/identity/frontend/web"]["addresses"] == ["10.88.1.2"]
 
 
 def test_an_instance_move_changes_only_address_sets_and_only_documents_that_mention_it():
@@ -72,16 +75,18 @@ def test_an_instance_move_changes_only_address_sets_and_only_documents_that_ment
     values[key] = doc
     changes, values = _run(controller, values, 2)
     assert controller.solves == 1  # no rule changed: the logic did not run again
-    # checkout's document names web's addresses; n4 gets a document saying web is open there
-    assert set(changes.puts) == {"derived/firewall/n2", "derived/firewall/n4"}
+    # web's identity document gets the address (no node's document: n2's allows web but is
+    # unchanged); n4 gets a document saying web is open there
+    assert set(changes.puts) == {"derived/identity/frontend/web", "derived/firewall/n4"}
     assert values["derived/firewall/n4"]["open"] == ["frontend/web"]
-    assert values["derived/firewall/n2"]["identities"]["frontend/web"] == ["10.88.1.2", "10.88.4.2"]
+    assert values["derived/identity/frontend/web"]["addresses"] == ["10.88.1.2", "10.88.4.2"]
     # the database moves from n3 to n1: n3 loses its document, n1 gets one, n2 is untouched
     key, doc = _ip("payments", "database", "database-0", "n1", "10.88.1.9")
     values[key] = doc
     changes, values = _run(controller, values, 3)
     assert controller.solves == 1
-    assert set(changes.puts) == {"derived/firewall/n1"} and changes.deletes == {"derived/firewall/n3"}
+    assert set(changes.puts) == {"derived/firewall/n1", "derived/identity/payments/database"}
+    assert changes.deletes == {"derived/firewall/n3"}
     assert values["derived/firewall/n1"]["policies"]["payments/database"]["local"] == ["10.88.1.9"]
 
 
