@@ -12,7 +12,7 @@ and `open`): the agent starts an instance only once its identity is among them (
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from ccattler.agent.dataplane.base import PolicyIngress
@@ -54,14 +54,9 @@ def policy_state(doc: Mapping[str, Any] | None, identity_docs: Mapping[str, Any]
                  ) -> tuple[dict[str, frozenset[str]], dict[str, PolicyIngress]]:
     """(identity → all its addresses, identity → its ingress rules) of one firewall document and
     the identity documents (identity → `derived/identity/` document) of what it mentions."""
-    policies = policies_of(doc)
-    return identities_of(mentioned(policies), identity_docs or {}), policies
-
-
-def identities_of(names: Iterable[str], identity_docs: Mapping[str, Any]) -> dict[str, frozenset[str]]:
-    """Identity → its addresses, for those of `names` that have any."""
-    found = {name: addresses_of(identity_docs.get(name)) for name in sorted(names)}
-    return {name: ips for name, ips in found.items() if ips}
+    policies, docs = policies_of(doc), identity_docs or {}
+    found = {name: addresses_of(docs.get(name)) for name in sorted(mentioned(policies))}
+    return {name: ips for name, ips in found.items() if ips}, policies
 
 
 def decided(doc: Mapping[str, Any] | None) -> frozenset[str]:

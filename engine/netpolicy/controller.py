@@ -114,18 +114,23 @@ class NetpolicyController:
             self._where.clear()
         self._seen = values
         # Documents written last run that the store does not show yet (a commit may have failed).
-        nodes, identities = set(), set()
+        nodes: set[str] = set()
+        identities: set[str] = set()
+
+        def redo(key: str) -> None:  # one of our documents, to be computed again
+            if key.startswith(FIREWALL):
+                nodes.add(key[len(FIREWALL):])
+            else:
+                identities.add(key[len(IDENTITIES):])
+
         for key, doc in self._written.items():
             if values.get(key) != doc:
-                (nodes.add(key[len(FIREWALL):]) if key.startswith(FIREWALL)
-                 else identities.add(key[len(IDENTITIES):]))
+                redo(key)
         for key in changed:
             if key.startswith(ADDRESSES):
                 identities.update(self._update_address(key, values.get(key), nodes))
             elif key.startswith((FIREWALL, IDENTITIES)) and values.get(key) != self._written.get(key):
-                # not (only) our own write coming back
-                (nodes.add(key[len(FIREWALL):]) if key.startswith(FIREWALL)
-                 else identities.add(key[len(IDENTITIES):]))
+                redo(key)  # not (only) our own write coming back
         logic = [k for k in changed if k.startswith((DESIRED_SERVICES, DESIRED_NETWORKS, DESIRED_LP))]
         if full or logic:
             try:
