@@ -28,9 +28,10 @@ tables must not rely on ct mark for such connections.
 Every `apply` is one `nft -f -` transaction with only the difference from what is programmed (the
 first apply reads the table back from the kernel, so a restarted agent repairs, never appends; a
 table of another layout is replaced); the same state twice sends nothing. A changed service costs a
-few element deletes and adds; a removed UDP backend's conntrack entries are deleted after it (TCP
-connections are left to finish). Node-originated connects to a VIP need a route for the service range
-(`service_cidr`: `ip route replace <cidr> dev <bridge>`), otherwise connect() fails before DNAT.
+few element deletes and adds; a removed backend's conntrack entries are deleted after it — a UDP
+backend's all, a TCP backend's unanswered ones only (connections it answered are left to finish).
+Node-originated connects to a VIP need a route for the service range (`service_cidr`: `ip route
+replace <cidr> dev <bridge>`), otherwise connect() fails before DNAT.
 """
 
 from __future__ import annotations
@@ -96,7 +97,7 @@ class NftablesDataPlane(DataPlane):
         self._inputs: tuple[dict, dict] = ({}, {})  # the last applied services/external mappings
         self._refs: Counter[str] = Counter()   # backend ip → frontends using it (hairpin set)
         self._prepared = False
-        self._udp_gone: list[tuple[tuple, Addr]] = []  # removed UDP backends: conntrack to delete
+        self._gone: list[tuple[tuple, Addr]] = []  # removed backends: conntrack entries to delete
         self._networks: list[tuple[int, int]] | None = None  # the bridge's subnets; None: unknown
         self.transactions = 0   # transactions sent (idempotence and diff tests)
         self.replaced = 0       # of them, whole-table ones (no table, or another layout)
@@ -198,12 +199,12 @@ class NftablesDataPlane(DataPlane):
                 break
             if full:
                 self._recount(self._kernel)
-            self._udp_gone = []
+            self._gone = []
             script = self._delta(self._kernel, *changes, full=full)
             try:
                 if script:
                     self._send(script)
-                self._forget_udp()
+                self._forget_gone()
                 return
             except ServiceTableError:
                 if attempt:
@@ -212,19 +213,43 @@ class NftablesDataPlane(DataPlane):
                 changes = changed_frontends(state, ({}, {}), True)
         self._replace(*changed_frontends(state, ({}, {}), True))
 
-    def _forget_udp(self) -> None:
-        """UDP has no end: a client socket keeps sending to a removed backend for as long as its
-        conntrack entry lives (30-180 s). Delete the entries DNATed to a removed backend (what
-        kube-proxy does too); TCP connections are left to finish."""
-        gone, self._udp_gone = self._udp_gone, []
+    def _forget_gone(self) -> None:
+        """A conntrack entry keeps its translation after its backend left. UDP has no end: a client
+        socket keeps sending to a removed backend for as long as its entry lives (30-180 s), so all
+        of them are deleted (what kube-proxy does too). A TCP connection the backend answered is
+        left to finish; one it never answered (SYN_SENT: a lost node's backend) is deleted, else the
+        client's next SYN retransmission, or a new connection that happens to reuse its source port
+        within the entry's 120 s, is sent to the lost backend again instead of translated anew.
+        Those are found in one listing of the unanswered TCP entries (few, and one process however
+        many backends left)."""
+        gone, self._gone = self._gone, []
+        unanswered: dict[Addr, set[tuple[str | None, int]]] = {}  # backend → its frontends (None: any VIP)
         for key, (ip, port) in gone:
-            argv = ["conntrack", "-D", "-p", "udp", "--reply-src", ip, "--reply-port-src", str(port)]
-            argv += ["--orig-dst", key[0], "--orig-port-dst", str(key[2])] if len(key) == 3 else \
-                ["--orig-port-dst", str(key[1])]
-            try:
-                self._run(argv, None)
-            except (policy_nft.PolicyError, ServiceTableError, OSError):
-                pass  # no entry (conntrack exits 1 when nothing matched), or no conntrack tool
+            vip, front_port = (key[0], key[2]) if len(key) == 3 else (None, key[1])
+            if key[-2] == "tcp":
+                unanswered.setdefault((ip, port), set()).add((vip, front_port))
+                continue
+            argv = ["conntrack", "-D", "-p", "udp", "--reply-src", ip, "--reply-port-src", str(port),
+                    "--orig-port-dst", str(front_port)] + (["--orig-dst", vip] if vip else [])
+            self._try(argv)
+        if not unanswered:
+            return
+        try:
+            listed = self._run(["conntrack", "-L", "-p", "tcp", "--state", "SYN_SENT"], None)
+        except (policy_nft.PolicyError, ServiceTableError, OSError):
+            return  # none listed (conntrack exits 1 on some versions), or no conntrack tool
+        for line in listed.splitlines():
+            m = policy_nft.CONNTRACK_LINE.match(line)
+            fronts = unanswered.get((m["rsrc"], int(m["rsport"])), ()) if m else ()
+            if fronts and {(m["dst"], int(m["dport"])), (None, int(m["dport"]))} & fronts:
+                self._try(["conntrack", "-D", "-p", "tcp", "-s", m["src"], "-d", m["dst"],
+                           "--sport", m["sport"], "--dport", m["dport"]])
+
+    def _try(self, argv: list[str]) -> None:
+        try:
+            self._run(argv, None)
+        except (policy_nft.PolicyError, ServiceTableError, OSError):
+            pass  # no entry (conntrack exits 1 when nothing matched, or the flow ended meanwhile)
 
     def _recount(self, kernel: Kernel) -> None:
         self._refs = Counter()
@@ -291,9 +316,8 @@ class NftablesDataPlane(DataPlane):
         for ip in after - before:
             self._refs[ip] += 1
         touched |= before ^ after
-        if key[-2] == "udp":  # (vip, proto, port) or (proto, port)
-            gone = set(have_slots.values()) - set(want_slots.values())
-            self._udp_gone += [(key, addr) for addr in sorted(gone)]
+        gone = set(have_slots.values()) - set(want_slots.values())  # key: (vip, proto, port) or (proto, port)
+        self._gone += [(key, addr) for addr in sorted(gone)]
         if want_chain is None:
             verdicts.pop(key, None)
             slots.pop(key, None)

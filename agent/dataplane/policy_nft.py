@@ -57,8 +57,8 @@ from ccattler.agent.dataplane.base import PolicyIngress
 
 Runner = Callable[[Sequence[str], str | None], str]
 
-# A listed entry: its original tuple, then its reply tuple (where a DNAT-ed flow shows the backend).
-_CONNTRACK_LINE = re.compile(r"^(?P<proto>tcp|udp)\s.*?src=(?P<src>\S+) dst=(?P<dst>\S+) "
+#: One `conntrack -L` line: its original tuple, and the reply's source (a DNAT-ed flow's backend).
+CONNTRACK_LINE = re.compile(r"^(?P<proto>tcp|udp)\s.*?src=(?P<src>\S+) dst=(?P<dst>\S+) "
                              r"sport=(?P<sport>\d+) dport=(?P<dport>\d+)"
                              r".*? src=(?P<rsrc>\S+) dst=\S+ sport=(?P<rsport>\d+) dport=\d+")
 _IP = r"(\d+\.\d+\.\d+\.\d+)"
@@ -493,7 +493,7 @@ class PolicyTables:
         except PolicyError:
             return  # no entries (conntrack exits 1 on some versions when nothing matches)
         for line in listed.splitlines():
-            m = _CONNTRACK_LINE.match(line)
+            m = CONNTRACK_LINE.match(line)
             if not m or m["rsrc"] not in cuts or m["src"] == self.gateway:
                 continue
             if state.allows(cuts[m["rsrc"]], m["src"], int(m["rsport"]), m["proto"]):

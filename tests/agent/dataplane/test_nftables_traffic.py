@@ -209,6 +209,23 @@ def test_a_removed_udp_backend_loses_its_flows(cluster):
     assert ask() == "c2"  # r1 is still up: only the deleted conntrack entry sends this to c2
 
 
+def test_a_connection_attempt_to_a_removed_dead_backend_is_translated_anew(cluster):
+    """A backend that never answers (a lost node's: 10.79.2.99 holds no host) leaves the service
+    while a client waits on its SYN: the unanswered conntrack entry is deleted with the backend, so
+    the client's SYN retransmission (1 s later) is translated anew and c2 answers the same connect().
+    Kept, the entry would send every retransmission, and a new connection that reuses the client's
+    source port within 120 s, to the dead backend."""
+    dead = Backend("10.79.2.99", 8080, "n2")
+    cluster.plane.apply(DataPlaneState(services={Frontend(VIP, 80): (dead,)}))
+    argv = ["ip", "netns", "exec", cluster.ns["cl"], sys.executable, "-c", CLIENT, VIP, "80", "1", "tcp"]
+    client = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)  # one connect(), 2 s to answer
+    cluster.procs.append(client)
+    time.sleep(0.4)  # its first SYN went to the dead backend
+    cluster.plane.apply(DataPlaneState(services={Frontend(VIP, 80): (C2,)}))
+    [answer] = json.loads(client.communicate(timeout=10)[0])
+    assert answer == "c2 10.79.1.4", answer
+
+
 def test_inspect_reads_the_kernel_with_its_counters(cluster):
     """`cca node-inspect --dataplane`'s report (agent/dataplane/inspect.py) on the real table:
     VIP → backends, identities, policy tuples, and the element/drop counters after real traffic."""
