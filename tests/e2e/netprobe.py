@@ -8,28 +8,34 @@ from __future__ import annotations
 import json
 import socket
 import sqlite3
+import subprocess
 
 #: busybox httpd on PORT answering with its own hostname (the instance name).
 SERVE = "mkdir -p /w && hostname > /w/index.html && exec httpd -f -p {port} -h /w"
 
-#: Run with `python -c LOOP HOST PORT SECONDS`: one line per attempt, `<unix time> ok <answer>`
-#: or `<unix time> fail <error>`, for SECONDS; each attempt a new connection (0.4 s to answer),
-#: at most 20 a second.
+#: Run with `python -c LOOP HOST PORT SECONDS`: one line per attempt, `<unix time> <local port> ok
+#: <answer>` or `<unix time> <local port> fail <error>`, for SECONDS; each attempt a new connection
+#: (0.4 s to answer), at most 20 a second. The local port names the attempt in conntrack
+#: (`backends_by_port`), so a failure can be traced to the backend the kernel chose for it.
 LOOP = r"""
 import socket, sys, time
 host, port, until = sys.argv[1], int(sys.argv[2]), time.time() + float(sys.argv[3])
 while time.time() < until:
-    start = time.time()
+    start, local = time.time(), 0
     try:
-        with socket.create_connection((host, port), timeout=0.4) as s:
+        with socket.socket() as s:
+            s.settimeout(0.4)
+            s.bind(("", 0))
+            local = s.getsockname()[1]
+            s.connect((host, port))
             s.sendall(b"GET / HTTP/1.0\r\n\r\n")
             data = b""
             while chunk := s.recv(4096):
                 data += chunk
         body = data.decode(errors="replace").strip().splitlines()
-        print(f"{start:.3f} ok {body[-1] if body else '-'}", flush=True)
+        print(f"{start:.3f} {local} ok {body[-1] if body else '-'}", flush=True)
     except OSError as exc:
-        print(f"{start:.3f} fail {type(exc).__name__}", flush=True)
+        print(f"{start:.3f} {local} fail {type(exc).__name__}", flush=True)
     time.sleep(max(0.0, 0.05 - (time.time() - start)))  # about 20 attempts a second at most
 """
 
@@ -52,14 +58,31 @@ def http_get(address: str, port: int, host: str | None = None, cookie: str | Non
     return int(status_line.split()[1]), headers, body.strip()
 
 
-def parse_loop(text: str) -> list[tuple[float, bool, str]]:
-    """The lines of LOOP as (time, answered, answer or error)."""
+def parse_loop(text: str) -> list[tuple[float, bool, str, int]]:
+    """The lines of LOOP as (time, answered, answer or error, local port)."""
     rows = []
     for line in text.splitlines():
-        parts = line.split(" ", 2)
-        if len(parts) == 3 and parts[1] in ("ok", "fail"):
-            rows.append((float(parts[0]), parts[1] == "ok", parts[2]))
+        parts = line.split(" ", 3)
+        if len(parts) == 4 and parts[2] in ("ok", "fail"):
+            rows.append((float(parts[0]), parts[2] == "ok", parts[3], int(parts[1])))
     return rows
+
+
+def backends_by_port(netns: str, vip: str, port: int) -> dict[int, str]:
+    """Client port → the backend address the kernel translated `vip:port` to, from the conntrack
+    table of `netns` (the node whose prerouting hook translates the client's VIP traffic). Entries
+    outlive their connections (TIME_WAIT, an unanswered SYN_SENT: 120 s), though the agent deletes
+    those of a backend that left the service (a connection cut there is not in the table)."""
+    out = subprocess.run(["ip", "netns", "exec", netns, "conntrack", "-L", "-p", "tcp", "--orig-dst", vip,
+                          "--dport", str(port)], capture_output=True, text=True).stdout
+    found = {}
+    for line in out.splitlines():
+        fields = [f.split("=", 1) for f in line.split() if "=" in f]
+        srcs = [v for k, v in fields if k == "src"]
+        sports = [v for k, v in fields if k == "sport"]
+        if len(srcs) >= 2 and sports:
+            found[int(sports[0])] = srcs[1]  # the reply direction's source: the chosen backend
+    return found
 
 
 def fact(shell, key: str) -> dict:  # noqa: ANN001
@@ -78,12 +101,13 @@ def running(shell, service: str) -> list[dict]:  # noqa: ANN001
             and i["state"] == "running" and i.get("ip")]
 
 
-def timeline(rows: list[tuple[float, bool, str]], since: float) -> str:
-    """Per second from `since`: how many attempts each backend answered and how many failed."""
+def timeline(rows: list[tuple[float, bool, str, int]], since: float) -> str:
+    """Per second from `since`: how many attempts each backend answered and how many failed, by
+    error (`fail:TimeoutError`: no answer in time; `fail:ConnectionRefusedError`: nothing listens)."""
     seconds: dict[int, dict[str, int]] = {}
-    for t, ok, answer in rows:
+    for t, ok, answer, _ in rows:
         counts = seconds.setdefault(int(t - since) if t >= since else -1, {})
-        key = answer if ok else "fail"
+        key = answer if ok else f"fail:{answer}"
         counts[key] = counts.get(key, 0) + 1
     return "\n".join(f"  t{s:+3d}s " + " ".join(f"{k}={v}" for k, v in sorted(c.items()))
                      for s, c in sorted(seconds.items()))

@@ -7,6 +7,13 @@ answered by a backend on a surviving node (the two that were there, and the lost
 it is placed anew on one of them — it keeps its name; `separate` is a preference). That must happen within
 the lease TTL + 3 s of the kill.
 
+"From then on" is judged by where each failed connection went, read from the client node's
+conntrack table: a connection the kernel sent to a surviving backend that did not answer in 0.4 s
+(the probe's timeout, shorter than TCP's first SYN retransmission, so one lost packet on a loaded
+machine fails it) is printed and bounded on its own, not taken for the lost backend still being in
+the map; a failure the table cannot place (its entry deleted with its backend) counts as the lost
+backend's.
+
 The client is a host process in the client container's network namespace (`ip netns exec`): the
 nftables plane translates VIPs in the node's prerouting hook, which that traffic passes through.
 """
@@ -21,7 +28,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.netprobe import LOOP, SERVE, fact, parse_loop, running, timeline
+from tests.e2e.netprobe import LOOP, SERVE, backends_by_port, fact, parse_loop, running, timeline
 
 pytestmark = pytest.mark.e2e
 
@@ -76,7 +83,8 @@ def test_vip_answers_again_after_a_backend_node_is_lost(three_nodes, tmp_path, w
 
     def all_answer() -> bool:  # the VIP reaches the client's node kernel shortly after `--wait`
         rows = parse_loop(loop(1.5).communicate(timeout=30)[0])
-        return rows[-10:] and all(ok for _, ok, _ in rows[-10:]) and {a for *_, a in rows} == lost | survivors
+        answers = {a for _, _, a, _ in rows}
+        return rows[-10:] and all(ok for _, ok, *_ in rows[-10:]) and answers == lost | survivors
 
     wait(all_answer, f"every backend of {svc} to answer through {vip}", timeout=30)
     window = ttl + SLACK + 8
@@ -96,19 +104,28 @@ def test_vip_answers_again_after_a_backend_node_is_lost(three_nodes, tmp_path, w
     print("\n" + timeline(rows, killed))
     before = [r for r in rows if r[0] < killed]
     after = [r for r in rows if r[0] >= killed]
-    assert before and all(ok for _, ok, _ in before), f"the VIP did not answer before the loss: {before[:20]}"
-    assert {answer for _, _, answer in before} <= lost | survivors
-    failures = [t for t, ok, _ in after if not ok]
-    assert failures, f"no connection failed after {victim} was lost: the loss took no effect ({after[:20]})"
-    recovered = next(t for t, ok, _ in after if ok and t > failures[-1])
+    assert before and all(ok for _, ok, *_ in before), f"the VIP did not answer before the loss: {before[:9]}"
+    assert {answer for _, _, answer, _ in before} <= lost | survivors
+    now = {i["name"].rsplit("/", 1)[-1]: i for i in running(shell, svc)}
+    live = {i["ip"] for i in now.values()}  # surviving backends' addresses, the re-placed one's too
+    chosen = backends_by_port(three_nodes.layout()["underlay"]["nodes"][client["node"]]["netns"], vip, 8080)
+    failed = [(t, error, chosen.get(port)) for t, ok, error, port in after if not ok]
+    assert failed, f"no connection failed after {victim} was lost: the loss took no effect ({after[:20]})"
+    to_lost = [t for t, _, backend in failed if backend not in live]
+    print("failed after the loss (time, error, backend chosen):",
+          ", ".join(f"+{t - killed:.2f} {error} {backend or '?'}" for t, error, backend in failed))
+    recovered = next(t for t, ok, *_ in after if ok and t > (to_lost or [killed])[-1])
     tail = [r for r in after if r[0] >= recovered]
+    unanswered = [(t, error, backend) for t, error, backend in failed if t > recovered]
     took = recovered - killed
     print(f"\n{svc}: node {victim} lost (agent pid {pid} SIGKILLed, link cut); lease TTL {ttl:g} s; "
-          f"the VIP {vip} answers again {took:.2f} s later ({len(failures)} failed connections, "
-          f"then {len(tail)} answered)")
+          f"the VIP {vip} answers again {took:.2f} s later ({len(to_lost)} failed connections to the lost "
+          f"backend, then {len(tail)} attempts, {len(unanswered)} of them unanswered by a live backend)")
     assert len(tail) >= 10, f"too few connections after recovery to trust it: {tail[:20]}"
-    answered = {answer for _, _, answer in tail}
-    now = {i["name"].rsplit("/", 1)[-1]: i for i in running(shell, svc)}
+    # a live backend that does not answer is not the failover this test measures, but more than a
+    # stray one means connections are lost after it: bounded, not ignored
+    assert len(unanswered) <= max(2, len(tail) // 20), f"live backends left attempts unanswered: {unanswered}"
+    answered = {answer for _, ok, answer, _ in tail if ok}
     # a lost instance keeps its name when it is placed anew: it must now run elsewhere
     assert all(now.get(a, {}).get("node") not in (None, victim) for a in answered), (answered, now)
     moved = {a: now[a]["node"] for a in sorted(answered & lost)}
