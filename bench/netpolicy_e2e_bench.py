@@ -27,8 +27,9 @@ carrying it has returned (its nft transaction committed; `perf_counter` is CLOCK
 clock for all processes). The first `--warmup` changes are reported apart (the controller's
 first partial solve after its whole one is a once-per-start cost). Every 5th change is also read
 back from each concerned kernel (`PolicyTables.programmed()`), untimed. Prints JSON: p50/p99/max
-by kind and overall, and per change where the time went (store → the agent receiving its firewall
-document, which includes the controller's solve; then the agent's sync and nft transaction).
+by kind and overall, and per change where the time went (store → the agent receiving the last
+document carrying it — its firewall document, or for a move the identity's `derived/identity/`
+document — which includes the controller's solve; then the agent's sync and nft transaction).
 """
 
 from __future__ import annotations
@@ -54,6 +55,7 @@ from watch_kernel_bench import Watcher  # noqa: E402  (the plane's applies, time
 
 WORLD_NODES = 100
 FIREWALL = "derived/firewall/"
+IDENTITY = "derived/identity/"  # identity → addresses, one document each (every node reads them)
 
 
 def holds(state, preds) -> bool:  # noqa: ANN001
@@ -112,15 +114,18 @@ def agent(args: argparse.Namespace) -> None:
         done = watcher.wait(started, lambda s: len(s.policies) > 0, timeout=600)
         print(json.dumps({"ready": done, "cold_s": round(done - started, 2),
                           "cold_apply_s": round(watcher.kernel_s[0], 3)}), flush=True)
-        key = FIREWALL + args.node
         for line in sys.stdin:
             query = json.loads(line)
             since = query["since"]
             done = watcher.wait(since, lambda s, p=query["preds"]: holds(s, p), timeout=120)
-            arrived = watcher.arrived.get(key)
+            # the last of the documents carrying the change to arrive (a move: the identity's
+            # addresses, and this node's firewall where it guards or stops guarding it)
+            times = [t for k in [FIREWALL + args.node, *query.get("identities", ())]
+                     if (t := watcher.arrived.get(k)) is not None and t >= since]
+            arrived = max(times, default=None)
             index = next(i for i, (t, _) in enumerate(watcher.applied) if t == done)
             began = max((x for x in watcher.sync_starts if x <= done), default=None)
-            answer = {"done": done, "arrived": arrived if arrived is not None and arrived >= since else None,
+            answer = {"done": done, "arrived": arrived,
                       "sync_start": began, "apply_ms": round(1000 * watcher.kernel_s[index], 1)}
             if query.get("verify"):
                 answer["kernel"] = holds(core.dataplane.policy.programmed().state, query["preds"])
@@ -304,7 +309,7 @@ def driver(args: argparse.Namespace) -> dict:
                     if k == a and k != b:
                         preds.append(["local", ident, old, False])
                     if preds:
-                        queries[k] = {"preds": preds}
+                        queries[k] = {"preds": preds, "identities": [IDENTITY + ident]}
                 key = f"derived/network/ip/{ident}-0"
                 write = {"puts": {key: {"instance": f"s{j}-0", "service": ident, "node": f"n{b}", "ip": new}}}
                 where[j], ips[j] = b, new
