@@ -12,6 +12,10 @@ API_DIR = Path(__file__).resolve().parent
 PROTO_DIR = API_DIR / "proto"
 GEN_DIR = API_DIR / "gen"
 GEN_PACKAGE = "ccattler.engine.api.gen"
+#: The grpcio the generated stubs require at import (their GRPC_GENERATED_VERSION): pyproject's
+#: floor, not whichever grpcio-tools patch release generated them — else every new release of it
+#: changes the committed code (and raises the floor) with no change to the protos.
+GRPC_FLOOR = "1.85.1"
 
 
 def generate(out: Path) -> list[Path]:
@@ -26,6 +30,8 @@ def generate(out: Path) -> list[Path]:
     for path in sorted(out.rglob("*.py*")):
         text = path.read_text()
         text = re.sub(r"^from ccattler\.v1 import", f"from {GEN_PACKAGE}.ccattler.v1 import", text,
+                      flags=re.M)
+        text = re.sub(r"^GRPC_GENERATED_VERSION = '[^']*'$", f"GRPC_GENERATED_VERSION = '{GRPC_FLOOR}'", text,
                       flags=re.M)
         path.write_text(text)
         written.append(path)

@@ -1,5 +1,6 @@
 """The committed gRPC code in engine/api/gen is what engine/api/regen.py makes from the protos."""
 
+import re
 from pathlib import Path
 
 from ccattler.engine.api import regen
@@ -11,3 +12,8 @@ def test_generated_code_is_current(tmp_path: Path):
                  if "__pycache__" not in p.parts}
     stale = sorted(str(p) for p in fresh.keys() | committed.keys() if fresh.get(p) != committed.get(p))
     assert not stale, f"regenerate with `python -m ccattler.engine.api.regen`: {stale}"
+
+
+def test_the_stubs_require_the_grpcio_pyproject_requires():
+    pyproject = (Path(regen.API_DIR).parents[1] / "pyproject.toml").read_text()
+    assert re.search(r'"grpcio>=([\d.]+)"', pyproject).group(1) == regen.GRPC_FLOOR
