@@ -223,10 +223,18 @@ def test_vip_balances_across_nodes_and_policy_matrix_holds(three_nodes, tmp_path
     assert len({i["node"] for i in left}) == 2 and moved["ip"] not in {i["ip"] for i in left}, left
     web_ips = {i["ip"] for i in left}
 
-    def web_addresses() -> set[str]:
-        return set(_fact(shell, "derived/identity/default/web").get("addresses", []))
+    def addresses(service: str) -> set[str]:
+        return set(_fact(shell, f"derived/identity/default/{service}").get("addresses", []))
 
-    wait(lambda: web_addresses() == web_ips, "web's identity document with its new address", timeout=30)
+    def guarded_where_it_runs() -> bool:  # each web node's firewall guards its web address
+        return all(i["ip"] in _fact(shell, f"derived/firewall/{i['node']}").get("policies", {})
+                   .get("default/web", {}).get("local", []) for i in left)
+
+    # what the kernels need, from the documents that carry it since 15413f1: the sources' and the
+    # destination's addresses (identity documents), and each web node's guarded local address
+    wait(lambda: addresses("web") == web_ips and addresses("c") == {i["ip"] for i in c}
+         and guarded_where_it_runs(), "the identity and firewall documents with the new addresses",
+         timeout=30)
     endpoints = "derived/endpoint/default/web"
     wait(lambda: {e["ip"] for e in _fact(shell, endpoints).get("endpoints", [])} == web_ips,
          "the endpoint update", timeout=30)
