@@ -41,7 +41,7 @@ import json
 import socket
 from collections import Counter
 
-from ccattler.agent.dataplane import libnft, policy_nft
+from ccattler.agent.dataplane import conntrack, libnft, policy_nft
 from ccattler.agent.dataplane.base import (
     Backend,
     DataPlane,
@@ -72,6 +72,8 @@ from ccattler.agent.dataplane.nft_service_table import (
     svc_elem,
     table_name,
 )
+
+_RUN_ERRORS = (policy_nft.PolicyError, ServiceTableError, OSError)  # a tool that failed or is missing
 
 Runner = policy_nft.Runner
 
@@ -123,7 +125,7 @@ class NftablesDataPlane(DataPlane):
             except policy_nft.PolicyError:  # the sysctl exists once the module is loaded
                 self._run(["modprobe", "br_netfilter"], None)
                 self.policy.ensure_bridge_filtering()
-        except (policy_nft.PolicyError, ServiceTableError, OSError) as exc:
+        except _RUN_ERRORS as exc:
             raise ServiceTableError("cannot enable bridge netfilter (same-node VIPs need module "
                                     f"br_netfilter, net.bridge.bridge-nf-call-iptables=1): {exc}") from exc
         if self.service_cidr:
@@ -231,25 +233,17 @@ class NftablesDataPlane(DataPlane):
                 continue
             argv = ["conntrack", "-D", "-p", "udp", "--reply-src", ip, "--reply-port-src", str(port),
                     "--orig-port-dst", str(front_port)] + (["--orig-dst", vip] if vip else [])
-            self._try(argv)
+            try:
+                self._run(argv, None)
+            except _RUN_ERRORS:
+                pass  # no entry (conntrack exits 1 when nothing matched), or no conntrack tool
         if not unanswered:
             return
-        try:
-            listed = self._run(["conntrack", "-L", "-p", "tcp", "--state", "SYN_SENT"], None)
-        except (policy_nft.PolicyError, ServiceTableError, OSError):
-            return  # none listed (conntrack exits 1 on some versions), or no conntrack tool
-        for line in listed.splitlines():
-            m = policy_nft.CONNTRACK_LINE.match(line)
-            fronts = unanswered.get((m["rsrc"], int(m["rsport"])), ()) if m else ()
-            if fronts and {(m["dst"], int(m["dport"])), (None, int(m["dport"]))} & fronts:
-                self._try(["conntrack", "-D", "-p", "tcp", "-s", m["src"], "-d", m["dst"],
-                           "--sport", m["sport"], "--dport", m["dport"]])
-
-    def _try(self, argv: list[str]) -> None:
-        try:
-            self._run(argv, None)
-        except (policy_nft.PolicyError, ServiceTableError, OSError):
-            pass  # no entry (conntrack exits 1 when nothing matched, or the flow ended meanwhile)
+        syn_sent = ["conntrack", "-L", "-p", "tcp", "--state", "SYN_SENT"]
+        for m in conntrack.listed(self._run, _RUN_ERRORS, syn_sent):
+            fronts = unanswered.get((m["rsrc"], int(m["rsport"])), ())
+            if {(m["dst"], int(m["dport"])), (None, int(m["dport"]))} & fronts:
+                conntrack.delete(self._run, _RUN_ERRORS, m)
 
     def _recount(self, kernel: Kernel) -> None:
         self._refs = Counter()

@@ -52,15 +52,11 @@ import subprocess
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from ccattler.agent.dataplane import libnft
+from ccattler.agent.dataplane import conntrack, libnft
 from ccattler.agent.dataplane.base import PolicyIngress
 
 Runner = Callable[[Sequence[str], str | None], str]
 
-#: One `conntrack -L` line: its original tuple, and the reply's source (a DNAT-ed flow's backend).
-CONNTRACK_LINE = re.compile(r"^(?P<proto>tcp|udp)\s.*?src=(?P<src>\S+) dst=(?P<dst>\S+) "
-                             r"sport=(?P<sport>\d+) dport=(?P<dport>\d+)"
-                             r".*? src=(?P<rsrc>\S+) dst=\S+ sport=(?P<rsport>\d+) dport=\d+")
 _IP = r"(\d+\.\d+\.\d+\.\d+)"
 _NUM = r"(0x[0-9a-f]+|\d+)"
 _BLOCK = re.compile(r"^\t(map|set|chain|counter) (\w+) \{\n(.*?)^\t\}", re.M | re.S)
@@ -488,18 +484,7 @@ class PolicyTables:
         if not cuts:
             return
         argv = ["conntrack", "-L", "-r", next(iter(cuts))] if len(cuts) == 1 else ["conntrack", "-L"]
-        try:
-            listed = self._run(argv, None)
-        except PolicyError:
-            return  # no entries (conntrack exits 1 on some versions when nothing matches)
-        for line in listed.splitlines():
-            m = CONNTRACK_LINE.match(line)
-            if not m or m["rsrc"] not in cuts or m["src"] == self.gateway:
-                continue
-            if state.allows(cuts[m["rsrc"]], m["src"], int(m["rsport"]), m["proto"]):
-                continue
-            try:  # by the original tuple (to the VIP, for a DNAT-ed flow)
-                self._run(["conntrack", "-D", "-p", m["proto"], "-s", m["src"], "-d", m["dst"],
-                           "--sport", m["sport"], "--dport", m["dport"]], None)
-            except PolicyError:
-                pass  # the flow ended meanwhile
+        for m in conntrack.listed(self._run, (PolicyError,), argv):
+            if m["rsrc"] in cuts and m["src"] != self.gateway and not state.allows(
+                    cuts[m["rsrc"]], m["src"], int(m["rsport"]), m["proto"]):
+                conntrack.delete(self._run, (PolicyError,), m)
