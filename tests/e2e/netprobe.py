@@ -8,7 +8,9 @@ from __future__ import annotations
 import json
 import socket
 import sqlite3
-import subprocess
+
+from ccattler.agent.dataplane import conntrack
+from ccattler.agent.dataplane.policy_nft import PolicyError, run_command
 
 #: busybox httpd on PORT answering with its own hostname (the instance name).
 SERVE = "mkdir -p /w && hostname > /w/index.html && exec httpd -f -p {port} -h /w"
@@ -73,16 +75,9 @@ def backends_by_port(netns: str, vip: str, port: int) -> dict[int, str]:
     table of `netns` (the node whose prerouting hook translates the client's VIP traffic). Entries
     outlive their connections (TIME_WAIT, an unanswered SYN_SENT: 120 s), though the agent deletes
     those of a backend that left the service (a connection cut there is not in the table)."""
-    out = subprocess.run(["ip", "netns", "exec", netns, "conntrack", "-L", "-p", "tcp", "--orig-dst", vip,
-                          "--dport", str(port)], capture_output=True, text=True).stdout
-    found = {}
-    for line in out.splitlines():
-        fields = [f.split("=", 1) for f in line.split() if "=" in f]
-        srcs = [v for k, v in fields if k == "src"]
-        sports = [v for k, v in fields if k == "sport"]
-        if len(srcs) >= 2 and sports:
-            found[int(sports[0])] = srcs[1]  # the reply direction's source: the chosen backend
-    return found
+    argv = ["ip", "netns", "exec", netns, "conntrack", "-L", "-p", "tcp", "--orig-dst", vip,
+            "--dport", str(port)]
+    return {int(m["sport"]): m["rsrc"] for m in conntrack.listed(run_command, (PolicyError,), argv)}
 
 
 def fact(shell, key: str) -> dict:  # noqa: ANN001
