@@ -23,8 +23,16 @@ for i in range(1_000_000):
         revision = store.put(f"crash/single/{i:07}", {"i": i, "pad": "x" * 200})
     else:
         revision = store.txn(puts={f"crash/batch/{i:07}/{j:02}": {"i": i, "j": j} for j in range(20)})[1]
-    print(i, revision, flush=True)
+    sys.stdout.write(f"{i} {revision}\\n")  # one write(): print() writes each part apart when unbuffered
+    sys.stdout.flush()
 """
+
+
+def complete_lines(stream):
+    """The child's reports, less a last one cut by the kill (no newline): its write was not reported."""
+    for line in stream:
+        if line.endswith("\n"):
+            yield line
 
 
 @pytest.mark.parametrize("kill_after", [50, 333])
@@ -32,7 +40,7 @@ def test_every_reported_write_survives_sigkill(tmp_path, kill_after):
     url = f"sqlite://{tmp_path}/state.db"
     child = subprocess.Popen([sys.executable, "-c", WRITER, url], stdout=subprocess.PIPE, text=True)
     reported: list[tuple[int, int]] = []
-    for line in child.stdout:
+    for line in complete_lines(child.stdout):
         i, revision = map(int, line.split())
         reported.append((i, revision))
         if len(reported) == kill_after:
@@ -68,7 +76,8 @@ def write(writer):
     for i in range(1_000_000):
         revision = store.put(f"crash/{writer}/{i:07}", {"writer": writer, "i": i})
         with out:
-            print(writer, i, revision, flush=True)
+            sys.stdout.write(f"{writer} {i} {revision}\\n")
+            sys.stdout.flush()
 for writer in range(4):
     threading.Thread(target=write, args=(writer,)).start()
 """
@@ -79,7 +88,7 @@ def test_every_reported_write_of_concurrent_writers_survives_sigkill(tmp_path):
     command = [sys.executable, "-c", CONCURRENT_WRITER, url]
     child = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
     reported = []
-    for line in child.stdout:
+    for line in complete_lines(child.stdout):
         reported.append(tuple(map(int, line.split())))
         if len(reported) == 400:
             os.kill(child.pid, signal.SIGKILL)
