@@ -94,6 +94,9 @@ class Store(abc.ABC):
     """One fact store. Values are JSON documents; keys are checked by `engine.facts.check_key`."""
 
     url: str
+    #: False when `lease_keepalive` never waits on I/O or the write lock (the leases live in this
+    #: process): a caller on an event loop may then call it inline instead of in a thread.
+    keepalive_may_block: bool = True
 
     @abc.abstractmethod
     def get(self, key: str) -> Fact | None: ...

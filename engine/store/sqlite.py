@@ -58,6 +58,8 @@ def _prefix_clause(prefix: str) -> tuple[str, tuple]:
 class SqliteStore(Store):
     """The `Store` on one SQLite file (or `:memory:`); thread-safe through one lock."""
 
+    keepalive_may_block = False  # leases are a dict under their own short lock (sqlite_leases.py)
+
     def __init__(
         self,
         path: str | None,
