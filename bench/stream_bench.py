@@ -4,9 +4,10 @@
 
 One server process (bench/cluster_parts.py serve: `ApiServer` + `Runner` over a SQLite file) and,
 in this process, N simulated nodes on one asyncio event loop: each with its own node certificate
-and mutual-TLS channel registers under a lease, beats it every TTL/3 (a short Heartbeat call, as
-`AgentClient` does) and holds its WatchSlice stream open. The harness is one thread and a few
-coroutines per node, so it does not compete with the server for the machine. Once every node has
+and mutual-TLS channel registers under a lease, beats it every TTL/3 (over one Heartbeat stream,
+as `AgentClient` does; `--agents old`: a call per beat) and holds its WatchSlice stream open.
+The harness is one thread and a few coroutines per node, so it does not compete with the server
+for the machine. Once every node has
 its `synced` event, the server's thread count (/proc/<pid>/status) and CPU (utime + stime) are
 read over `--idle` seconds. Measured from outside the server, so it works on any commit.
 """
@@ -126,32 +127,64 @@ async def _node(listen: str, name: str, ca: bytes, key: bytes, cert: bytes, ttl:
                 counts[f"watch {exc.code().name}"] += 1
                 await asyncio.sleep(1)
 
+    async def pause(seconds: float) -> bool:
+        """Wait `seconds`; True when the measurement ended meanwhile."""
+        try:
+            await asyncio.wait_for(done.wait(), seconds)
+        except TimeoutError:
+            return False
+        return True
+
+    async def call_per_beat(held: int) -> None:
+        # The old agents: a call per beat, given a third of the TTL; until done or a beat fails.
+        while True:
+            sent = time.monotonic()
+            async for _ in beat(iter([api_pb2.HeartbeatRequest(lease=held)]), timeout=ttl / 3):
+                counts["beats"] += 1
+                tally.beat(sent)
+            if await pause(max(0.0, sent + ttl / 3 - time.monotonic())):
+                return
+
+    async def one_stream(held: int, last_ok: float) -> None:
+        # The agent now (engine/api/agent_client.py): every beat on one stream, each given what is
+        # left of the lease (a slow server is waited for), at a fixed rate; until done or it breaks.
+        stream = beat()
+        try:
+            while True:
+                sent = time.monotonic()
+                await stream.write(api_pb2.HeartbeatRequest(lease=held))
+                try:
+                    reply = await asyncio.wait_for(stream.read(), max(1.0, last_ok + ttl - sent))
+                except TimeoutError:
+                    raise ConnectionError("DEADLINE_EXCEEDED") from None
+                if reply is grpc.aio.EOF:
+                    raise ConnectionError("stream ended")
+                counts["beats"] += 1
+                tally.beat(sent)
+                last_ok = time.monotonic()
+                if await pause(max(0.0, sent + ttl / 3 - time.monotonic())):
+                    return
+        finally:
+            stream.cancel()
+
     async def beats() -> None:
-        held, failures, last_ok = None, 0, time.monotonic()
+        held, failures = None, 0
         while not done.is_set():
-            wait = ttl / 3
             try:
                 if not held:
-                    held, last_ok = await lease(), time.monotonic()
-                sent = time.monotonic()
-                # The old agents gave a beat a third of the TTL; the agent now gives it what is left
-                # of the lease (engine/api/agent_client.py: a slow server is waited for).
-                deadline = ttl / 3 if policy == "old" else max(1.0, last_ok + ttl - sent)
-                async for _ in beat(iter([api_pb2.HeartbeatRequest(lease=held)]), timeout=deadline):
-                    counts["beats"] += 1
-                    tally.beat(sent)
-                failures, last_ok = 0, time.monotonic()
-                wait = max(0.0, sent + ttl / 3 - time.monotonic())  # a fixed rate, as the agent beats
+                    held = await lease()
+                if policy == "old":
+                    return await call_per_beat(held)
+                return await one_stream(held, time.monotonic())
+            except ConnectionError as exc:
+                counts[f"beat {exc}"] += 1
             except grpc.aio.AioRpcError as exc:
                 counts[f"beat {exc.code().name}"] += 1
                 if exc.code() == grpc.StatusCode.NOT_FOUND:
                     held = None  # the lease expired: register again
-                failures += 1
-                wait = _pause(policy, failures, ttl)
-            try:
-                await asyncio.wait_for(done.wait(), wait)
-            except TimeoutError:
-                pass
+            failures += 1
+            if await pause(_pause(policy, failures, ttl)):
+                return
 
     tasks = [asyncio.create_task(follow()), asyncio.create_task(beats())]
     try:

@@ -8,6 +8,7 @@ by default); stopping it (or the process dying) lets the lease, and the node's f
 from __future__ import annotations
 
 import json
+import queue
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -39,12 +40,13 @@ class Heartbeat:
     """A thread beating for one lease every `interval` seconds; `stop()` ends it, `error` holds why
     it failed (the agent then registers again).
 
-    Each beat is its own short Heartbeat call (one request, one reply) rather than one long-lived
-    stream: a blocked gRPC stream iterator wakes every 0.1 s in Python, which a host simulating
-    hundreds of nodes pays for every node. A beat's deadline is what is left of the lease (`ttl`,
-    three intervals by default) since the last beat that got through: a slow server that would
-    still renew in time is waited for, not given up on — cancelled beats behind a busy server were
-    how a thousand nodes lost their leases together (docs/benchmarks.md, "1,000 idle nodes").
+    The beats go over one Heartbeat stream, a request and its reply per beat, reopened when it
+    breaks (another of the context's servers then takes it). A call per beat cost the server its
+    authentication, limits and HTTP/2 stream set-up every time: at 1,000 idle nodes half of its CPU
+    (docs/benchmarks.md, "Heartbeats on one stream"). A beat's deadline is what is left of the lease
+    (`ttl`, three intervals by default) since the last beat that got through: a slow server that
+    would still renew in time is waited for, not given up on — cancelled beats behind a busy server
+    were how a thousand nodes lost their leases together ("1,000 idle nodes").
     """
 
     def __init__(self, client: Client, lease: int, interval: float, ttl: float | None = None) -> None:
@@ -53,38 +55,62 @@ class Heartbeat:
         self._backoff = Backoff(base=min(RETRY_PAUSE, interval / 2), cap=max(RETRY_PAUSE, interval / 2))
         self.error: Exception | None = None
         self.revision = 0
+        self._last_ok = time.monotonic()
         self._stop = threading.Event()
+        self._call: Any = None
         self._client = client
         self._thread = threading.Thread(target=self._run, name=f"cca-heartbeat-{lease}", daemon=True)
         self._thread.start()
 
     def _run(self) -> None:
-        request = api_pb2.HeartbeatRequest(lease=self.lease)
-        last_ok = time.monotonic()
         try:
-            while True:
-                sent = time.monotonic()
-                deadline = max(MIN_BEAT_DEADLINE, last_ok + self.ttl - sent)
-                try:
-                    for reply in self._client.stream(self._client.agent, "Heartbeat", iter([request]),
-                                                     timeout=deadline):
-                        self.revision = reply.revision
-                    last_ok = time.monotonic()
-                    self._backoff.reset()
-                except ApiError as exc:
-                    # The server went away (another of the context's servers takes over): the lease
-                    # lives in the store, so beat it through the next one while it can still be
-                    # saved (two intervals of its three), instead of registering a new lease.
-                    if not exc.retriable or time.monotonic() - last_ok > 2 * self.interval:
-                        raise
-                    if self._stop.wait(self._backoff.next()):
-                        return
-                    continue
-                # Beat at a fixed rate: a slow reply must not push the next beat out by its delay.
-                if self._stop.wait(max(0.0, sent + self.interval - time.monotonic())):
+            while not self._stream():
+                # The stream broke (the server went away): the lease lives in the store, so beat
+                # it through the next server while it can still be saved (two intervals of its
+                # three), instead of registering a new lease.
+                if self._stop.wait(self._backoff.next()):
                     return
         except Exception as exc:  # reported through `error`/`alive`; the agent re-registers
             self.error = exc
+
+    def _stream(self) -> bool:
+        """Beat over one stream until stopped (True) or it breaks retriably in time (False)."""
+        beats: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        replies: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        call = self._call = self._client.agent.Heartbeat(iter(beats.get, None))
+        if self._stop.is_set():
+            call.cancel()  # stop() came before this stream existed
+        threading.Thread(target=_pump, args=(call, replies), name=f"cca-heartbeat-{self.lease}-replies",
+                         daemon=True).start()
+        request = api_pb2.HeartbeatRequest(lease=self.lease)
+        try:
+            while True:
+                sent = time.monotonic()
+                deadline = max(MIN_BEAT_DEADLINE, self._last_ok + self.ttl - sent)
+                beats.put(request)
+                try:
+                    reply = replies.get(timeout=deadline)
+                except queue.Empty:
+                    why = f"the API server at {self._client.address} did not renew lease {self.lease} in time"
+                    raise ApiError(f"{why} ({deadline:.1f}s)", grpc.StatusCode.DEADLINE_EXCEEDED) from None
+                if isinstance(reply, grpc.RpcError):
+                    if self._stop.is_set():
+                        return True
+                    # A server stopping cancels its open streams: a break like a lost server's.
+                    error = self._client.error(reply)
+                    broke = error.retriable or error.code == grpc.StatusCode.CANCELLED
+                    if not broke or time.monotonic() - self._last_ok > 2 * self.interval:
+                        raise error
+                    return False
+                self.revision = reply.revision
+                self._last_ok = time.monotonic()
+                self._backoff.reset()
+                # Beat at a fixed rate: a slow reply must not push the next beat out by its delay.
+                if self._stop.wait(max(0.0, sent + self.interval - time.monotonic())):
+                    return True
+        finally:
+            beats.put(None)  # ends the request stream
+            call.cancel()
 
     @property
     def alive(self) -> bool:
@@ -92,7 +118,33 @@ class Heartbeat:
 
     def stop(self) -> None:
         self._stop.set()
+        if self._call is not None:
+            self._call.cancel()  # a beat waiting for its reply ends now
         self._thread.join(timeout=self.interval + 5)
+
+
+def _pump(call: Any, replies: queue.SimpleQueue[Any]) -> None:
+    """A stream's replies into `replies`, then the error it ended with (EOF counts as UNAVAILABLE)."""
+    try:
+        for reply in call:
+            replies.put(reply)
+        replies.put(_Ended(grpc.StatusCode.UNAVAILABLE, "the server ended the heartbeat stream"))
+    except grpc.RpcError as exc:
+        replies.put(exc)
+
+
+class _Ended(grpc.RpcError):
+    """A stream that ended without a status error, shaped like one."""
+
+    def __init__(self, code: grpc.StatusCode, details: str) -> None:
+        super().__init__(details)
+        self._code, self._details = code, details
+
+    def code(self) -> grpc.StatusCode:
+        return self._code
+
+    def details(self) -> str:
+        return self._details
 
 
 class AgentClient:

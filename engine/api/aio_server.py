@@ -206,6 +206,8 @@ def _coroutine_bidi(h: _Handling, request_cls: type, pool: futures.Executor) -> 
 
             async def parsed() -> Any:
                 async for raw in requests:
+                    if first:
+                        h.limit(call)  # the first message came with the call, limited in begin
                     parsed_message = _parse(request_cls, raw)
                     if not first:
                         first.append(parsed_message)

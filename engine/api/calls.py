@@ -110,11 +110,17 @@ class _Handling:
                 self.plumbing.metrics.denials.labels("rate").inc()
                 raise RateLimited(f"too many failed authentications from {host}; retry later") from None
             raise
-        key = principal.name if principal else host
+        call = Call(principal, uuid.uuid4().hex[:12], context, peer)
+        self.limit(call)
+        return call
+
+    def limit(self, call: Call) -> None:
+        """The caller's rate limit, for a call and for each further message of a client stream (a
+        node's heartbeats share one stream)."""
+        key = call.principal.name if call.principal else call.peer.rsplit(":", 1)[0]
         if not self.plumbing.limiter.allow(key):
             self.plumbing.metrics.denials.labels("rate").inc()
             raise RateLimited(f"rate limit exceeded for {key}; retry in a moment")
-        return Call(principal, uuid.uuid4().hex[:12], context, peer)
 
     def target(self, request: Any) -> str | None:
         describe = getattr(self.servicer, "audit_object", None)

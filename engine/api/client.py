@@ -139,7 +139,8 @@ class Client(ClusterCalls):
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _error(self, exc: grpc.RpcError) -> ApiError:
+    def error(self, exc: grpc.RpcError) -> ApiError:
+        """`exc` as the `ApiError` users read (what failed, where, and what to check)."""
         code, details = exc.code(), exc.details() or ""
         if code == grpc.StatusCode.UNAVAILABLE:
             return ApiError(f"cannot reach the API server at {self.address} ({self.auth}): {details}. "
@@ -153,7 +154,7 @@ class Client(ClusterCalls):
         try:
             return getattr(stub, method)(request, timeout=timeout or self.timeout)
         except grpc.RpcError as exc:
-            raise self._error(exc) from None
+            raise self.error(exc) from None
 
     def json(self, method: str, request: Any = None, timeout: float | None = None) -> Any:
         """Call a Cluster method that answers JSON; the decoded value."""
@@ -165,7 +166,7 @@ class Client(ClusterCalls):
             yield from getattr(stub, method)(request, timeout=timeout)
         except grpc.RpcError as exc:
             if exc.code() != grpc.StatusCode.CANCELLED:
-                raise self._error(exc) from None
+                raise self.error(exc) from None
 
     def watch(self, prefix: str, from_revision: int = 0, resume: bool = True) -> Iterator[dict[str, Any]]:
         """Events under `prefix` after `from_revision` (resume by passing the last revision seen).
@@ -214,7 +215,7 @@ class Client(ClusterCalls):
                 if isinstance(item, grpc.RpcError):
                     if item.code() == grpc.StatusCode.CANCELLED:
                         return
-                    raise self._error(item)
+                    raise self.error(item)
                 yield {"kind": item.kind, "key": item.key, "revision": item.revision,
                        "value": json.loads(item.value_json) if item.value_json else None}
         finally:

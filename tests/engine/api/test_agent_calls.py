@@ -240,14 +240,38 @@ def test_agent_client_heartbeat_keeps_the_node_until_stopped(cluster, tmp_path):
         beat = agent.heartbeat(lease, interval=0.5)
         time.sleep(4.5)  # longer than the TTL: only the heartbeats keep it
         assert beat.alive and beat.error is None and beat.revision > 0
+        metrics = cluster.server.metrics
+        # Nine beats on one stream: one call, still open, none ended.
+        assert metrics.streams.labels("Heartbeat")._value.get() == 1
+        assert metrics.requests.labels("Heartbeat", "OK")._value.get() == 0
         assert cluster.store.get("observed/node/n1") is not None
         cluster.store.put("derived/placement/default/web-a", {"service": "default/web", "node": "n1"})
         assert agent.report({"observed/instance/default/web-a": {"node": "n1", "state": "running"}}) > 0
+        stopping = time.monotonic()
         beat.stop()
+        assert time.monotonic() - stopping < 1.0 and not beat.alive and beat.error is None
     deadline = time.time() + 10
     while cluster.store.get("observed/node/n1") is not None and time.time() < deadline:
         time.sleep(0.2)
     assert cluster.store.get("observed/node/n1") is None
+
+
+def test_a_heartbeat_survives_its_stream_breaking(cluster, tmp_path):
+    """A stream the server ends (a server lost, a restart) is opened again within the lease: the
+    node keeps its lease and registers nothing new."""
+    from ccattler.engine.api.agent_client import AgentClient
+
+    client, _ = join(cluster, tmp_path, "n1")
+    with client:
+        agent = AgentClient(client)
+        lease = agent.register({"capacity": {"cpu": 1000, "memory": 1 << 30}}, ttl=3)
+        beat = agent.heartbeat(lease, interval=0.5)
+        time.sleep(1.2)
+        beat._call.cancel()  # the stream breaks under the beats (CANCELLED, as a stopping server does)
+        time.sleep(4)  # longer than the TTL
+        assert beat.alive and beat.error is None
+        assert cluster.store.get("observed/node/n1").lease == lease
+        beat.stop()
 
 
 def test_join_cannot_take_over_a_live_nodes_name(cluster, tmp_path):
@@ -310,3 +334,18 @@ def test_re_registering_after_the_lease_expired_registers_anew(cluster, tmp_path
         assert cluster.store.get("observed/node/n1") is None
         again = register(client, "{}", 3)
         assert again.lease != first.lease and cluster.store.get("observed/node/n1").lease == again.lease
+
+
+def test_beats_on_one_stream_meet_the_rate_limit_each(make_cluster, tmp_path):
+    """A stream carries many beats; each is a request against the node's rate, as a call was."""
+    cluster = make_cluster(rate=0.01, burst=3)
+    client, _ = join(cluster, tmp_path, "n1")
+    with client:
+        lease = client.unary(client.agent, "RegisterNode", api_pb2.RegisterRequest(node_json="{}")).lease
+        beats = [api_pb2.HeartbeatRequest(lease=lease)] * 5
+        replies = []
+        with pytest.raises(grpc.RpcError) as err:
+            for reply in client.agent.Heartbeat(iter(beats)):
+                replies.append(reply)
+    assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert len(replies) == 2  # of the burst of 3: the registration, then the call with its first beat, the second beat
