@@ -348,4 +348,5 @@ def test_beats_on_one_stream_meet_the_rate_limit_each(make_cluster, tmp_path):
             for reply in client.agent.Heartbeat(iter(beats)):
                 replies.append(reply)
     assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
-    assert len(replies) == 2  # of the burst of 3: the registration, then the call with its first beat, the second beat
+    # Of the burst of 3: the registration, then the call with its first beat, the second beat.
+    assert len(replies) == 2
