@@ -1,7 +1,8 @@
 """Cluster benchmark: a real API server + runner (one process, its own store) and N simulated nodes
-(sim-runtime `AgentLoop`s with real node certificates over mutual TLS, hosted by a few agent
-processes) — apply generated services through the real apply path and measure convergence, node
-failure, scale-up and the idle cluster, each figure printed beside its target.
+(sim-runtime nodes with real node certificates over mutual TLS, hosted by a few agent processes:
+hollow nodes on one event loop per process, bench/hollow_agents.py, or with `--agents threads`
+real `AgentLoop`s) — apply generated services through the real apply path and measure convergence,
+node failure, scale-up and the idle cluster, each figure printed beside its target.
 
     .venv/bin/python bench/cluster_bench.py [--nodes 50 --instances 1000] [--store sqlite|etcd|etcd3]
         [--runs 3] [--ttl 10] [--kill 1] [--json]
@@ -26,7 +27,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -51,11 +52,20 @@ def _cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+@dataclass(frozen=True)
+class Hosts:
+    """How the simulated nodes are hosted: `kind` hollow|threads, nodes per process, start spread (s)."""
+
+    kind: str
+    per_process: int
+    spread: float
+
+
 class Cluster:
     """Starts the server process, the agent processes and the admin client; `close()` ends all."""
 
     def __init__(self, root: Path, nodes: list[NodeSpec], store: str, ttl: float, kill: int,
-                 tick: float, start_delay: float, per_process: int) -> None:
+                 tick: float, start_delay: float, hosts: Hosts) -> None:
         from ccattler.engine.api.client import Client
         from ccattler.engine.clientconfig import Context
         from ccattler.engine.pki import NODE_LIFETIME, cert_pem, init_cluster, key_pem, new_key
@@ -95,7 +105,7 @@ class Cluster:
         # The victims (the first `kill` nodes) get a process of their own, so killing it kills them only.
         groups = [nodes[:kill]] if kill else []
         rest = nodes[kill:]
-        per = math.ceil(len(rest) / max(1, math.ceil(len(rest) / per_process)))
+        per = math.ceil(len(rest) / max(1, math.ceil(len(rest) / hosts.per_process)))
         groups += [rest[i:i + per] for i in range(0, len(rest), per)]
         self.agents = []
         for g, group in enumerate(groups):
@@ -104,7 +114,8 @@ class Cluster:
             proc = subprocess.Popen(
                 [sys.executable, str(PARTS), "agents", "--server", self.listen, "--ca", str(files.ca_cert),
                  "--certs", str(certs), "--nodes-file", str(nodes_file), "--ttl", str(ttl),
-                 "--tick", str(tick), "--start-delay", str(start_delay)],
+                 "--tick", str(tick), "--start-delay", str(start_delay), "--spread", str(hosts.spread),
+                 *(["--hollow"] if hosts.kind == "hollow" else [])],
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
                 stderr=(root / f"agents-{g}.log").open("w"))
             self.procs.append(proc)
@@ -214,8 +225,10 @@ def one_run(args: argparse.Namespace) -> dict:
     nodes = cluster_nodes(args.nodes)
     with tempfile.TemporaryDirectory(prefix="cca-cluster-bench-") as tmp:
         started = time.monotonic()
+        hosts = Hosts(args.agents, args.nodes_per_process or (250 if args.agents == "hollow" else 25),
+                      min(10.0, len(nodes) / 100) if args.spread is None else args.spread)
         cluster = Cluster(Path(tmp), nodes, args.store, args.ttl, args.kill, args.tick, args.start_delay,
-                          args.nodes_per_process)
+                          hosts)
         try:
             cluster.ask("nodes", count=len(nodes), timeout=args.timeout)
             figures: dict = {"nodes": len(nodes), "store": args.store,
@@ -231,7 +244,11 @@ def one_run(args: argparse.Namespace) -> dict:
                 text, scaled = services_text(args.instances, 1.5)
                 scale_up = converge(cluster, text, scaled, args.timeout, args.verbose)
                 figures["scale_up"] = {"instances": scaled, **scale_up}
+            spies = cluster.profile(args.profile_idle) if args.profile_idle else []
             figures["idle"] = idle(cluster, args.idle)
+            for spy in spies:
+                spy.send_signal(signal.SIGINT)
+                spy.wait()
             if args.kill:
                 figures["failure"] = fail_nodes(cluster, args.ttl, args.timeout)
             stats = cluster.ask("stats")
@@ -320,14 +337,21 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--kill", type=int, default=1, help="nodes to kill (0: skip the failure part)")
     p.add_argument("--tick", type=float, default=1.0, help="agent loop tick (seconds)")
     p.add_argument("--start-delay", type=float, default=0.0, help="sim container start delay")
-    p.add_argument("--nodes-per-process", type=int, default=25,
-                   help="sim nodes per agent process (each node: its own TLS channel and threads)")
+    p.add_argument("--agents", choices=("hollow", "threads"), default="hollow",
+                   help="hollow: nodes on one event loop per host process (bench/hollow_agents.py); "
+                        "threads: each node a real AgentLoop with its threads")
+    p.add_argument("--nodes-per-process", type=int,
+                   help="sim nodes per agent host process (default: 250 hollow, 25 threads)")
+    p.add_argument("--spread", type=float,
+                   help="the nodes' first registrations spread over [0, SPREAD) s, as agents started "
+                        "together do (default: 100 nodes a second, at most 10 s)")
     p.add_argument("--idle", type=float, default=10.0, help="seconds of idle measurement")
     p.add_argument("--no-scale-up", action="store_true",
                    help="skip the +50 %% phase (idle and node loss follow the first convergence)")
     p.add_argument("--timeout", type=float, default=600.0, help="per phase (seconds)")
     p.add_argument("--profile", metavar="PREFIX",
                    help="py-spy the server and one agent process during convergence (PREFIX.server.txt, …)")
+    p.add_argument("--profile-idle", metavar="PREFIX", help="the same during the idle measurement")
     p.add_argument("--json", action="store_true", help="print the figures as JSON")
     p.add_argument("--logs", metavar="DIR", help="keep the server's and agents' logs here")
     p.add_argument("--verbose", action="store_true", help="print the runner's per-controller counters")

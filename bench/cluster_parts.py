@@ -1,6 +1,7 @@
 """The processes of the cluster benchmark: `serve` (API server + runner over one store, in its own
-process so its CPU and memory are its own) and `agents` (many sim-runtime nodes, each an
-`AgentLoop` with its own node certificate and mutual-TLS connection), plus the generated cluster.
+process so its CPU and memory are its own) and `agents` (many sim-runtime nodes, each with its own
+node certificate and mutual-TLS connection: an `AgentLoop`, or with `--hollow` a hollow node of
+bench/hollow_agents.py), plus the generated cluster.
 
 Run by bench/cluster_bench.py as `python bench/cluster_parts.py serve|agents ARGS`; the server
 answers JSON requests on stdin, one line each (`stats`: CPU seconds of the whole process and of the
@@ -150,7 +151,6 @@ def agents(args: argparse.Namespace) -> None:
     import grpc._common
 
     from ccattler.agent.loop import AgentLoop
-    from ccattler.agent.machine import node_document
     from ccattler.agent.node import NodeCore
     from ccattler.agent.runtime.sim import SimProfile, SimRuntime
     from ccattler.engine.api.agent_client import AgentClient
@@ -163,21 +163,45 @@ def agents(args: argparse.Namespace) -> None:
     grpc._common.MAXIMUM_WAIT_TIMEOUT = 1.0
     specs = [NodeSpec(**{**spec, "restrictions": tuple(spec["restrictions"])})
              for spec in json.loads(Path(args.nodes_file).read_text())]
+    if args.hollow:
+        return hollow_agents(args, specs)
     stop = threading.Event()
     loops = []
     for spec in specs:
         context = Context(name=spec.name, server=args.server, ca=args.ca,
                           cert=f"{args.certs}/{spec.name}.crt", key=f"{args.certs}/{spec.name}.key")
         core = NodeCore(spec.name, SimRuntime(SimProfile(start_delay=args.start_delay)))
-        doc = node_document(capacity={"cpu": spec.cpu, "memory": spec.memory}, labels=spec.labels,
-                            zone=spec.zone, restrictions=spec.restrictions, address="192.0.2.1",
-                            architecture="amd64")
-        loop = AgentLoop(AgentClient(Client(context)), core, doc, ttl=args.ttl, tick=args.tick)
+        loop = AgentLoop(AgentClient(Client(context)), core, _node_document(spec), ttl=args.ttl,
+                         tick=args.tick, start_jitter=args.spread)
         loops.append(loop)
         threading.Thread(target=loop.run, args=(stop,), name=f"agent-{spec.name}", daemon=True).start()
     print("ready", flush=True)
     sys.stdin.read()  # until the driver closes our stdin (or kills us: no clean shutdown)
     stop.set()
+
+
+def _node_document(spec: NodeSpec) -> dict:
+    from ccattler.agent.machine import node_document
+
+    return node_document(capacity={"cpu": spec.cpu, "memory": spec.memory}, labels=spec.labels,
+                         zone=spec.zone, restrictions=spec.restrictions, address="192.0.2.1",
+                         architecture="amd64")
+
+
+def hollow_agents(args: argparse.Namespace, specs: list[NodeSpec]) -> None:
+    """The same nodes as hollow ones (bench/hollow_agents.py): one event loop, no thread per node.
+    Their counters go to standard error when the driver closes standard input."""
+    import asyncio
+    import logging
+
+    from hollow_agents import host
+
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
+    nodes = [(spec.name, _node_document(spec), Path(f"{args.certs}/{spec.name}.key").read_bytes(),
+              Path(f"{args.certs}/{spec.name}.crt").read_bytes()) for spec in specs]
+    counts = asyncio.run(host(nodes, args.server, Path(args.ca).read_bytes(), ttl=args.ttl, tick=args.tick,
+                              container_start=args.start_delay, spread=args.spread))
+    print(json.dumps(dict(counts)), file=sys.stderr, flush=True)
 
 
 def main() -> None:
@@ -195,6 +219,8 @@ def main() -> None:
     a.add_argument("--ttl", type=float, default=10.0)
     a.add_argument("--tick", type=float, default=1.0)
     a.add_argument("--start-delay", type=float, default=0.0)
+    a.add_argument("--spread", type=float, default=0.0, help="first registrations spread over [0, SPREAD) s")
+    a.add_argument("--hollow", action="store_true", help="hollow nodes on one event loop (hollow_agents.py)")
     args = parser.parse_args()
     (serve if args.command == "serve" else agents)(args)
 

@@ -77,6 +77,8 @@ async def _node(listen: str, name: str, ca: bytes, key: bytes, cert: bytes, ttl:
     as an agent does), hold the slice watch open; failures are counted, not raised. With
     `policy` "new" a node starts after a uniformly random delay in [0, spread) and retries with
     the agent's backoff; "old" starts at once and retries after a fixed TTL/3."""
+    from hollow_agents import run_until
+
     from ccattler.engine.api.gen.ccattler.v1 import api_pb2
 
     counts = tally.counts
@@ -186,14 +188,7 @@ async def _node(listen: str, name: str, ca: bytes, key: bytes, cert: bytes, ttl:
             if await pause(_pause(policy, failures, ttl)):
                 return
 
-    tasks = [asyncio.create_task(follow()), asyncio.create_task(beats())]
-    try:
-        await done.wait()
-    finally:
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        await channel.close()
+    await run_until(done, channel, follow(), beats())
 
 
 async def _measure(listen: str, pid: int, nodes: list[tuple[bytes, bytes]], ca: bytes, ttl: float,

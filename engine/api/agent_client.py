@@ -147,6 +147,18 @@ class _Ended(grpc.RpcError):
         return self._details
 
 
+def slice_events(message: api_pb2.Event) -> Iterator[dict[str, Any]]:
+    """The events of one WatchSlice message (a batch or a single event) as `SliceState` takes them."""
+    for event in message.events if message.kind == "batch" else (message,):
+        if event.key.startswith(LAZY_PREFIXES) and event.value_json:
+            # Every node gets these, few read them: `SliceState` decodes them on first use.
+            yield {"kind": event.kind, "key": event.key, "revision": event.revision,
+                   "value_json": event.value_json}
+            continue
+        yield {"kind": event.kind, "key": event.key, "revision": event.revision,
+               "value": json.loads(event.value_json) if event.value_json else None}
+
+
 class AgentClient:
     """The agent-facing calls over one mutual-TLS `Client` (node certificate)."""
 
@@ -166,14 +178,7 @@ class AgentClient:
         """The node's slice: with 0, every current fact as `put`, then `synced`, then changes."""
         request = api_pb2.WatchRequest(from_revision=from_revision)
         for message in self.client.stream(self.client.agent, "WatchSlice", request):
-            for event in message.events if message.kind == "batch" else (message,):
-                if event.key.startswith(LAZY_PREFIXES) and event.value_json:
-                    # Every node gets these, few read them: `SliceState` decodes them on first use.
-                    yield {"kind": event.kind, "key": event.key, "revision": event.revision,
-                           "value_json": event.value_json}
-                    continue
-                yield {"kind": event.kind, "key": event.key, "revision": event.revision,
-                       "value": json.loads(event.value_json) if event.value_json else None}
+            yield from slice_events(message)
 
     def report(self, observations: Mapping[str, Any | None]) -> int:
         """Write observed documents (None deletes) in one transaction; returns its revision."""
