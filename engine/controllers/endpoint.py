@@ -54,6 +54,7 @@ class EndpointController:
     """Writes one endpoint document per declared service."""
 
     name: ClassVar[str] = "endpoint"
+    timeless: ClassVar[bool] = True  # its changes follow the snapshot alone (not `now`)
     reads: ClassVar[tuple[str, ...]] = (DESIRED_SERVICES, PLACEMENTS, OBSERVED_INSTANCES, ENDPOINTS)
     writes: ClassVar[tuple[str, ...]] = (ENDPOINTS,)
 

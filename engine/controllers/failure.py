@@ -45,6 +45,7 @@ class FailureController:
     """Marks nodes `ready`, `down`, `draining`, `drained` or `disabled`."""
 
     name: ClassVar[str] = "failure"
+    timeless: ClassVar[bool] = True  # its changes follow the snapshot alone (not `now`)
     reads: ClassVar[tuple[str, ...]] = (
         OBSERVED_NODES, DESIRED_NODES, PLACEMENTS, NODE_CONDITIONS, NODE_INTENT,
     )

@@ -113,6 +113,7 @@ class InstanceController:
     """Keeps `derived/instance/<tenant>/<service>/<instance>` in line with `desired/service/...`."""
 
     name: ClassVar[str] = "instance"
+    timeless: ClassVar[bool] = True  # its changes follow the snapshot alone (not `now`)
     reads: ClassVar[tuple[str, ...]] = (DESIRED_SERVICES, INSTANCES, ROLLOUTS, SCALE, DISRUPTIONS, *OBSERVED)
     writes: ClassVar[tuple[str, ...]] = (INSTANCES,)
 

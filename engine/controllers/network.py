@@ -88,6 +88,7 @@ class NetworkController:
     """Allocates node subnets and instance addresses."""
 
     name: ClassVar[str] = "network"
+    timeless: ClassVar[bool] = True  # its changes follow the snapshot alone (not `now`)
     reads: ClassVar[tuple[str, ...]] = (
         OBSERVED_NODES, DESIRED_NODES, NODE_CONDITIONS, PLACEMENTS, SUBNETS, ADDRESSES, DESIRED_SERVICES,
         VIPS, DNS,

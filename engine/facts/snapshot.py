@@ -70,7 +70,9 @@ class Controller(Protocol):
     `wakes_on(key, *change) -> bool` (the live runner skips a change under `reads` for which it
     says False; `change` is (old value, new value) when the watch knows them, empty after a
     re-list; it must say True for every change that could alter the result, and be cheap and
-    thread-safe: watch threads call it).
+    thread-safe: watch threads call it), `timeless = True` (its changes depend on the snapshot
+    alone, never on `now`: the live runner's periodic resync runs it rarely, engine/runner/loop.py)
+    and `next_due()` (when a decision changes with time alone).
     """
 
     name: ClassVar[str]

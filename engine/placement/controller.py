@@ -35,6 +35,7 @@ class PlacementController:
     """Decides a node for every instance that has none (or lost its node)."""
 
     name: ClassVar[str] = "placement"
+    timeless: ClassVar[bool] = True  # its changes follow the snapshot alone (not `now`)
     reads: ClassVar[tuple[str, ...]] = (
         OBSERVED_NODES, DESIRED_NODES, NODE_CONDITIONS, DESIRED_SERVICES, INSTANCES, PLACEMENTS, DISRUPTIONS,
     )

@@ -121,6 +121,30 @@ def test_periodic_resync_reruns_controllers(store, runners):
     assert len(copy.calls) >= before + 2
 
 
+@dataclass
+class TimelessCopy(Copy):
+    """A Copy whose changes follow the snapshot alone."""
+
+    name: ClassVar[str] = "timeless"
+    timeless: ClassVar[bool] = True
+
+
+def test_a_resync_reruns_a_timeless_controller_only_at_the_settled_interval(store, runners):
+    """Every change under a timeless controller's reads wakes it, so the 30 s resync (a safety net)
+    runs it only every `settled_resync_interval`; a controller whose decisions move with the clock
+    is rerun at every resync."""
+    clocked, timeless = Copy(), TimelessCopy()
+    runner = runners(store, [clocked, timeless], resync_interval=0.2, settled_resync_interval=4.0)
+    assert runner.wait_idle(10)
+    clocked_before, timeless_before = len(clocked.calls), len(timeless.calls)
+    time.sleep(1.0)
+    assert len(clocked.calls) >= clocked_before + 3
+    assert len(timeless.calls) == timeless_before
+    assert eventually(lambda: len(timeless.calls) > timeless_before, timeout=6)  # the settled resync
+    store.put("in/t", {"v": 1})  # a change still wakes it at once
+    assert eventually(lambda: store.get("out/t") is not None, timeout=1)
+
+
 def test_a_tiny_max_ops_forces_batches_that_keep_each_group_in_one_revision(store, runners):
     start = store.revision()
     watch = store.watch("out/", start)
