@@ -20,7 +20,7 @@ from ccattler.engine.disruption.drain import Member, Step, drain_step, rollout_a
 from ccattler.engine.disruption.explain import why_blocked
 from ccattler.engine.disruption.group_drain import GroupStep, group_step
 from ccattler.engine.disruption.group_moves import blocked_entry, group_units, no_target, roomy_targets
-from ccattler.engine.disruption.rebalance import RebalanceOptions, rebalance
+from ccattler.engine.disruption.rebalance import RebalanceOptions, rebalance_cycle
 from ccattler.engine.facts import derived_instance
 from ccattler.engine.facts.keys import (
     DESIRED_NODES,
@@ -119,6 +119,7 @@ class DisruptionController:
         self.options = options or RebalanceOptions()
         self.started: float | None = None  # the first `now` seen: the rebalancer's grace period
         self._busy = True  # a drain or a move is under way: agents' reports matter
+        self.weighed: float | None = None  # when the rebalancer last weighed the nodes' loads
 
     def wakes_on(self, key: str, *change: Any) -> bool:
         """Agents' instance reports matter only while a drain or a move waits on readiness (the
@@ -143,7 +144,10 @@ class DisruptionController:
                               v.rollouts.get(full))
             if step.document() is not None or step.waits:
                 steps[full] = step
-        moves, record = rebalance(snapshot, v, steps, now, self.started, self.options)
+        moves, record, weighed = rebalance_cycle(snapshot, v, steps, now, self.started, self.options,
+                                                 self.weighed)
+        if weighed:
+            self.weighed = now
         puts: dict[str, Any] = {}
         wanted: dict[str, dict[str, Any]] = {}
         for full, step in steps.items():

@@ -20,7 +20,7 @@ from controller_builders import node, service  # noqa: E402
 
 from ccattler.engine.disruption.controller import view  # noqa: E402
 from ccattler.engine.disruption.explain import moves_lines, moves_of  # noqa: E402
-from ccattler.engine.disruption.rebalance import RebalanceOptions, rebalance  # noqa: E402
+from ccattler.engine.disruption.rebalance import RebalanceOptions, rebalance, rebalance_cycle  # noqa: E402
 from ccattler.engine.facts.snapshot import Snapshot  # noqa: E402
 
 NOW = 10_000.0
@@ -167,3 +167,15 @@ def test_explain_names_a_group_move_with_members_from_to_and_gain():
     members = ", ".join(m["instance"] for m in move["members"])
     assert f"    group default/g ({members}): n1 → n3 ({move['gain']})" in lines
     assert moves_of(record, "default/other") is None
+
+
+def test_loads_are_weighed_at_most_once_an_interval():
+    """Weighing builds the whole cluster model: a cycle within `interval` of the last weighing
+    moves nothing and weighs nothing; one an interval later weighs again and moves."""
+    snap = snapshot(Case())
+    v = view(snap)
+    options = RebalanceOptions(grace=0, interval=60, cooldown=300)
+    targets, record, weighed = rebalance_cycle(snap, v, {}, NOW, 0.0, options, NOW - 30)
+    assert (targets, weighed) == ({}, False) and record is None
+    targets, record, weighed = rebalance_cycle(snap, v, {}, NOW, 0.0, options, NOW - 60)
+    assert weighed and targets and record["moves"]
