@@ -20,7 +20,7 @@ from ccattler.engine.disruption.drain import Member, Step, drain_step, rollout_a
 from ccattler.engine.disruption.explain import why_blocked
 from ccattler.engine.disruption.group_drain import GroupStep, group_step
 from ccattler.engine.disruption.group_moves import blocked_entry, group_units, no_target, roomy_targets
-from ccattler.engine.disruption.rebalance import RebalanceOptions, rebalance_cycle
+from ccattler.engine.disruption.rebalance import RebalanceOptions, rebalance
 from ccattler.engine.facts import derived_instance
 from ccattler.engine.facts.keys import (
     DESIRED_NODES,
@@ -144,8 +144,8 @@ class DisruptionController:
                               v.rollouts.get(full))
             if step.document() is not None or step.waits:
                 steps[full] = step
-        moves, record, weighed = rebalance_cycle(snapshot, v, steps, now, self.started, self.options,
-                                                 self.weighed)
+        moves, record, weighed = rebalance(snapshot, v, steps, now, self.started, self.options,
+                                           self.weighed)
         if weighed:
             self.weighed = now
         puts: dict[str, Any] = {}

@@ -67,21 +67,13 @@ def _share(cluster: Cluster, node: str, cpu: int, mem: int, resource: str) -> in
 
 def rebalance(
     snapshot: Snapshot, v: View, steps: Mapping[str, Step], now: float, started: float,
-    options: RebalanceOptions,
-) -> tuple[dict[str, dict[str, str]], dict[str, Any] | None]:
-    """(service → {instance: target node} to ask placement for, the new `derived/rebalance`
-    document or None to leave it as it is)."""
-    moves, record, _ = rebalance_cycle(snapshot, v, steps, now, started, options)
-    return moves, record
-
-
-def rebalance_cycle(
-    snapshot: Snapshot, v: View, steps: Mapping[str, Step], now: float, started: float,
     options: RebalanceOptions, weighed: float | None = None,
 ) -> tuple[dict[str, dict[str, str]], dict[str, Any] | None, bool]:
-    """`rebalance`, and whether this call weighed the nodes' loads. Loads are weighed at most
-    once an `interval` (`weighed`: when they were last): weighing builds the whole cluster model
-    (~0.4 s at 10,000 instances), and an idle cluster woke the controller every 30 s to do it."""
+    """(service → {instance: target node} to ask placement for, the new `derived/rebalance`
+    document or None to leave it as it is, whether this call weighed the nodes' loads). Loads are
+    weighed at most once an `interval` (`weighed`: when they were last): weighing builds the whole
+    cluster model (~0.4 s at 10,000 instances), and an idle cluster woke the controller every 30 s
+    to do it."""
     previous = snapshot.get(REBALANCE)
     previous = previous if isinstance(previous, Mapping) else {}
     at = previous.get("at")

@@ -20,7 +20,7 @@ from controller_builders import node, service  # noqa: E402
 
 from ccattler.engine.disruption.controller import view  # noqa: E402
 from ccattler.engine.disruption.explain import moves_lines, moves_of  # noqa: E402
-from ccattler.engine.disruption.rebalance import RebalanceOptions, rebalance, rebalance_cycle  # noqa: E402
+from ccattler.engine.disruption.rebalance import RebalanceOptions, rebalance  # noqa: E402
 from ccattler.engine.facts.snapshot import Snapshot  # noqa: E402
 
 NOW = 10_000.0
@@ -76,7 +76,7 @@ def snapshot(case: Case) -> Snapshot:
 
 def decide(case: Case):
     snap = snapshot(case)
-    return rebalance(snap, view(snap), {}, NOW, 0.0, OPTIONS)
+    return rebalance(snap, view(snap), {}, NOW, 0.0, OPTIONS)[:2]
 
 
 # (case id, the case, the code of why g cannot move or None when a seat moves)
@@ -175,7 +175,7 @@ def test_loads_are_weighed_at_most_once_an_interval():
     snap = snapshot(Case())
     v = view(snap)
     options = RebalanceOptions(grace=0, interval=60, cooldown=300)
-    targets, record, weighed = rebalance_cycle(snap, v, {}, NOW, 0.0, options, NOW - 30)
+    targets, record, weighed = rebalance(snap, v, {}, NOW, 0.0, options, NOW - 30)
     assert (targets, weighed) == ({}, False) and record is None
-    targets, record, weighed = rebalance_cycle(snap, v, {}, NOW, 0.0, options, NOW - 60)
+    targets, record, weighed = rebalance(snap, v, {}, NOW, 0.0, options, NOW - 60)
     assert weighed and targets and record["moves"]
