@@ -53,7 +53,9 @@ class HollowNode:
         self.core = NodeCore(name, SimRuntime(SimProfile(start_delay=container_start)))
         self.state, self.reporter = SliceState(), Reporter()
         self.changed = asyncio.Event()  # something of this node's own arrived: reconcile now
-        self.backoff = Backoff(base=1.0, cap=max(1.0, ttl))
+        # Retries of the slice watch and of registering, each with its own count (as `AgentLoop`).
+        self.watch_backoff = Backoff(base=1.0, cap=max(1.0, ttl))
+        self.register_backoff = Backoff(base=1.0, cap=max(1.0, ttl))
 
     async def run(self, done: asyncio.Event) -> None:
         await asyncio.sleep(start_delay(self.spread))
@@ -84,7 +86,7 @@ class HollowNode:
             except grpc.aio.AioRpcError as exc:
                 self.counts[f"slice watch {exc.code().name}"] += 1
                 log.warning("%s: slice watch broke: %s", self.name, exc.code().name)
-            await asyncio.sleep(self.backoff.next())
+            await asyncio.sleep(self.watch_backoff.next())
             if not self.state.synced:
                 self.state.reset()
 
@@ -99,7 +101,7 @@ class HollowNode:
             self.counts["tunnel summons (ignored)"] += 1
             return True
         self.state.apply(event)
-        self.backoff.reset()
+        self.watch_backoff.reset()
         if not event["key"].startswith(LAZY_PREFIXES):
             self.changed.set()
         return True
@@ -111,11 +113,12 @@ class HollowNode:
                 request = api_pb2.RegisterRequest(node_json=json.dumps(self.node_doc), ttl_seconds=self.ttl)
                 reply = await self._register(request, timeout=CALL_TIMEOUT)
                 self.counts["registrations"] += 1
+                self.register_backoff.reset()
                 return reply.lease
             except grpc.aio.AioRpcError as exc:
                 self.counts[f"register {exc.code().name}"] += 1
                 log.warning("%s: cannot register: %s", self.name, exc.code().name)
-                await asyncio.sleep(self.backoff.next())
+                await asyncio.sleep(self.register_backoff.next())
 
     async def _beat(self) -> None:
         """Register, then beat every TTL/3 over one stream, each beat given what is left of the
