@@ -27,8 +27,9 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
+from typing import NamedTuple
 
 sys.path.insert(0, str(Path(__file__).parent))
 from cluster_parts import NodeSpec, cluster_nodes, services_text  # noqa: E402
@@ -52,9 +53,10 @@ def _cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-@dataclass(frozen=True)
-class Hosts:
-    """How the simulated nodes are hosted: `kind` hollow|threads, nodes per process, start spread (s)."""
+class Hosts(NamedTuple):
+    """How the simulated nodes are hosted: `kind` hollow|threads, nodes per process, start spread (s).
+    (A NamedTuple, not a dataclass: tests and `cca benchmark` load this file without a module name
+    in sys.modules, which dataclasses need.)"""
 
     kind: str
     per_process: int
