@@ -20,12 +20,12 @@ from ccattler.engine.store.base import (
     Compacted,
     Compare,
     Fact,
-    LeaseNotFound,
     Store,
     StoreError,
     Watch,
 )
 from ccattler.engine.store.etcd_conn import Connection, parse_endpoints
+from ccattler.engine.store.etcd_keepalive import KeepaliveStream
 from ccattler.engine.store.etcd_watch import EtcdWatch
 from ccattler.engine.store.ops import decode, prepare_txn
 
@@ -52,6 +52,7 @@ class EtcdStore(Store):
         self._prefix = prefix.encode()
         self._conn = Connection(endpoints, self.url, timeout, credentials)
         self._watches: set[EtcdWatch] = set()
+        self._keepalives = KeepaliveStream(self._conn)
         try:
             self.revision()  # fail now, naming the URL, if no endpoint answers
         except StoreError:
@@ -172,11 +173,7 @@ class EtcdStore(Store):
         return self._conn.call("Lease", "LeaseGrant", request, write=True).ID
 
     def lease_keepalive(self, lease: int) -> None:
-        request = etcdrpc.LeaseKeepAliveRequest(ID=lease)
-        # Idempotent, so retried on another member like a read.
-        first = self._conn.call("Lease", "LeaseKeepAlive", [request], stream=True)
-        if first is None or first.TTL <= 0:
-            raise LeaseNotFound(f"lease {lease} does not exist (expired or revoked)")
+        self._keepalives.keepalive(lease)  # one stream for all leases (engine/store/etcd_keepalive.py)
 
     def lease_revoke(self, lease: int) -> None:
         self._conn.call("Lease", "LeaseRevoke", etcdrpc.LeaseRevokeRequest(ID=lease), write=True)
@@ -195,6 +192,7 @@ class EtcdStore(Store):
     def close(self) -> None:
         for watch in list(self._watches):
             watch.cancel()
+        self._keepalives.close()
         self._conn.close()
 
 

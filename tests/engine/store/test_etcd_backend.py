@@ -10,7 +10,7 @@ import pytest
 from etcd3 import etcdrpc
 
 from ccattler.engine.pki.ca import CertificateAuthority, cert_pem, key_pem, new_key
-from ccattler.engine.store import StoreError, StoreUnavailable, TxnTooLarge, open_store
+from ccattler.engine.store import LeaseNotFound, StoreError, StoreUnavailable, TxnTooLarge, open_store
 from ccattler.engine.store.etcd_process import EtcdCluster, EtcdProcess, EtcdTls, free_port
 
 pytestmark = pytest.mark.store
@@ -134,3 +134,35 @@ def test_mutual_tls_to_etcd_and_clear_errors_without_it(tmp_path):
         open_store(f"etcd://127.0.0.1:1?ca={tls.ca}&cert={tls.client_cert}")
     with pytest.raises(StoreError, match="cannot read ca file /no/ca.pem"):
         open_store("etcd://127.0.0.1:1?ca=/no/ca.pem")
+
+
+def test_keepalives_of_many_leases_from_many_threads_share_one_stream(etcd_server):
+    """300 beats a second at 1,000 nodes: each keepalive opening a stream (and the sync gRPC API a
+    thread for it) starved the server; all of them now go over one LeaseKeepAlive stream."""
+    import threading
+
+    with open_store(f"{etcd_server.url}?prefix=/keepalive/") as store:
+        leases = [store.lease_grant(30) for _ in range(20)]
+        store.lease_keepalive(leases[0])
+        stream = store._keepalives._stream
+        threads_before = threading.active_count()
+        errors = []
+
+        def beat(offset: int) -> None:
+            try:
+                for i in range(20):
+                    store.lease_keepalive(leases[(offset + i) % len(leases)])
+            except Exception as exc:  # reported below
+                errors.append(exc)
+
+        beaters = [threading.Thread(target=beat, args=(n,)) for n in range(10)]
+        for thread in beaters:
+            thread.start()
+        for thread in beaters:
+            thread.join(timeout=30)
+        assert not errors
+        assert store._keepalives._stream is stream  # 200 keepalives, one stream
+        assert threading.active_count() <= threads_before
+        store.lease_revoke(leases[0])
+        with pytest.raises(LeaseNotFound):
+            store.lease_keepalive(leases[0])
