@@ -57,9 +57,9 @@ class KeepaliveStream:
         member renewed it within the connection's timeout."""
         deadline = time.monotonic() + self._conn.timeout
         while True:
-            waiter = self._send(lease)
+            stream, waiter = self._send(lease)
             if not waiter.done.wait(max(0.0, deadline - time.monotonic())):
-                self._forget(lease, waiter)
+                self._abandon(stream, lease, waiter)
                 raise StoreUnavailable(f"etcd at {self._conn.url}: lease {lease} keepalive timed out")
             if waiter.error is None:
                 if waiter.ttl <= 0:
@@ -76,7 +76,7 @@ class KeepaliveStream:
             stream.requests.put(None)
             stream.call.cancel()
 
-    def _send(self, lease: int) -> _Waiter:
+    def _send(self, lease: int) -> tuple[_Stream, _Waiter]:
         waiter = _Waiter()
         with self._lock:
             if self._closed:
@@ -88,13 +88,20 @@ class KeepaliveStream:
                                  daemon=True).start()
             stream.waiters.setdefault(lease, []).append(waiter)
         stream.requests.put(etcdrpc.LeaseKeepAliveRequest(ID=lease))
-        return waiter
+        return stream, waiter
 
-    def _forget(self, lease: int, waiter: _Waiter) -> None:
+    def _abandon(self, stream: _Stream, lease: int, waiter: _Waiter) -> None:
+        """A reply that never came: the member may be stopped or cut off, and a stream to it would
+        stay silent, so the next keepalive opens a new stream to the next member."""
         with self._lock:
-            stream = self._stream
-            if stream is not None and waiter in stream.waiters.get(lease, ()):
+            if waiter in stream.waiters.get(lease, ()):
                 stream.waiters[lease].remove(waiter)
+            stalled = self._stream is stream
+            if stalled:
+                self._stream = None
+        if stalled:
+            self._conn.fail_over(stream.index)
+            stream.call.cancel()
 
     def _read(self, stream: _Stream) -> None:
         error: StoreError

@@ -3,7 +3,10 @@ and it catches up — every acknowledged write is there, read from that member a
 
 from __future__ import annotations
 
+import os
+import signal
 import threading
+import time
 
 import pytest
 
@@ -65,3 +68,34 @@ def _open(url: str):
         return open_store(url)
     except StoreError:
         return None
+
+
+@pytest.mark.parametrize("fault", ["kill", "pause"])
+def test_lease_keepalives_survive_the_loss_of_their_member(etcd3, fault):
+    """Keepalives share one stream to one member: killed (the stream breaks) or paused (the stream
+    goes silent), the keepalives move to another member before the lease's TTL runs out."""
+    store = open_store(etcd3.url + "&timeout=2")
+    lease = store.lease_grant(6)
+    store.txn((), [("desired/chaos/leased", {"up": True})], (), lease=lease)
+    try:
+        for _ in range(3):
+            store.lease_keepalive(lease)
+        if fault == "kill":
+            etcd3.kill("m1")
+        else:
+            os.kill(etcd3.pid("m1"), signal.SIGSTOP)
+        renewed = 0
+        failures: list[str] = []
+        for _ in range(8):  # 8 s, beyond the 6 s TTL: the lease lives only if renewals went on
+            try:
+                store.lease_keepalive(lease)
+                renewed += 1
+            except StoreError as exc:
+                failures.append(str(exc))
+            time.sleep(1)
+        assert renewed >= 5, failures
+        assert store.get("desired/chaos/leased") is not None, "the lease expired"
+    finally:
+        if fault == "pause":
+            os.kill(etcd3.pid("m1"), signal.SIGCONT)
+        store.close()
