@@ -185,10 +185,10 @@ class AgentService(IdentityCalls):
                 raise NotFound(f"lease {lease} does not hold node {node}; register again")
             self._verified[node] = time.monotonic()
         try:
-            self.store.lease_keepalive(lease)
+            revision = self.store.lease_keepalive(lease)
         except LeaseNotFound:
             raise NotFound(f"lease {lease} of node {node} expired; register again") from None
-        return api_pb2.HeartbeatReply(revision=self.store.revision())
+        return api_pb2.HeartbeatReply(revision=revision)
 
     async def WatchSlice(self, request: api_pb2.WatchRequest, call: Call) -> AsyncIterator[bytes]:
         """A coroutine (engine/api/aio_server.py): a thousand idle watches hold no thread."""

@@ -144,8 +144,9 @@ class Store(abc.ABC):
     def lease_grant(self, ttl: float) -> int: ...
 
     @abc.abstractmethod
-    def lease_keepalive(self, lease: int) -> None:
-        """Refresh the lease; raise `LeaseNotFound` if it has expired."""
+    def lease_keepalive(self, lease: int) -> int:
+        """Refresh the lease and return the store's revision then (a heartbeat's reply carries it:
+        no second round trip to ask); raise `LeaseNotFound` if it has expired."""
 
     @abc.abstractmethod
     def lease_revoke(self, lease: int) -> None: ...

@@ -172,8 +172,8 @@ class EtcdStore(Store):
         request = etcdrpc.LeaseGrantRequest(TTL=math.ceil(ttl))
         return self._conn.call("Lease", "LeaseGrant", request, write=True).ID
 
-    def lease_keepalive(self, lease: int) -> None:
-        self._keepalives.keepalive(lease)  # one stream for all leases (engine/store/etcd_keepalive.py)
+    def lease_keepalive(self, lease: int) -> int:
+        return self._keepalives.keepalive(lease)  # one stream for all leases (engine/store/etcd_keepalive.py)
 
     def lease_revoke(self, lease: int) -> None:
         self._conn.call("Lease", "LeaseRevoke", etcdrpc.LeaseRevokeRequest(ID=lease), write=True)

@@ -25,11 +25,12 @@ from ccattler.engine.store.etcd_conn import REQUIRE_LEADER, Connection
 
 
 class _Waiter:
-    __slots__ = ("done", "ttl", "error")
+    __slots__ = ("done", "ttl", "revision", "error")
 
     def __init__(self) -> None:
         self.done = threading.Event()
         self.ttl = 0
+        self.revision = 0
         self.error: StoreError | None = None
 
 
@@ -52,9 +53,9 @@ class KeepaliveStream:
         self._stream: _Stream | None = None
         self._closed = False
 
-    def keepalive(self, lease: int) -> None:
-        """Renew `lease`; `LeaseNotFound` when it expired or was revoked, `StoreUnavailable` when no
-        member renewed it within the connection's timeout."""
+    def keepalive(self, lease: int) -> int:
+        """Renew `lease` and return the store's revision then; `LeaseNotFound` when it expired or
+        was revoked, `StoreUnavailable` when no member renewed it within the connection's timeout."""
         deadline = time.monotonic() + self._conn.timeout
         while True:
             stream, waiter = self._send(lease)
@@ -64,7 +65,7 @@ class KeepaliveStream:
             if waiter.error is None:
                 if waiter.ttl <= 0:
                     raise LeaseNotFound(f"lease {lease} does not exist (expired or revoked)")
-                return
+                return waiter.revision
             if not isinstance(waiter.error, StoreUnavailable) or time.monotonic() >= deadline:
                 raise waiter.error
             time.sleep(0.05)  # the stream broke: again on a new one (the next member)
@@ -111,7 +112,7 @@ class KeepaliveStream:
                     waiting = stream.waiters.get(reply.ID)
                     waiter = waiting.pop(0) if waiting else None
                 if waiter is not None:
-                    waiter.ttl = reply.TTL
+                    waiter.ttl, waiter.revision = reply.TTL, reply.header.revision
                     waiter.done.set()
             error = StoreUnavailable(f"etcd at {self._conn.url}: the keepalive stream ended")
         except grpc.RpcError as exc:

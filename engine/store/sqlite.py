@@ -330,10 +330,11 @@ class SqliteStore(Store):
             self._leases.grant(lease, ttl)
         return lease
 
-    def lease_keepalive(self, lease: int) -> None:
+    def lease_keepalive(self, lease: int) -> int:
         if self._closed:
             raise StoreError(f"store {self.url} is closed")
         self._leases.keepalive(lease)  # never waits for the write lock
+        return self._rev
 
     def lease_pardon(self, seconds: float) -> int:
         return self._leases.pardon(seconds)  # bounded: engine/store/sqlite_leases.py

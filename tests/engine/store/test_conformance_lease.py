@@ -42,6 +42,15 @@ def test_keepalive_keeps_keys_past_their_ttl(store):
     store.lease_revoke(lease)
 
 
+def test_keepalive_returns_the_stores_revision(store):
+    lease = store.lease_grant(5)
+    _, revision = store.txn(puts={"hb/n2": 1}, lease=lease)
+    assert store.lease_keepalive(lease) == revision == store.revision()
+    store.put("other/k", 2)
+    assert store.lease_keepalive(lease) == store.revision() == revision + 1
+    store.lease_revoke(lease)
+
+
 def test_revoke_deletes_the_keys_at_once(store):
     lease = store.lease_grant(30)
     store.put("leader/runner", "me", lease=lease)
