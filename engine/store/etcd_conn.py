@@ -94,9 +94,9 @@ class Connection:
                 self._current = (index + 1) % len(self._targets)
 
     def call(
-        self, service: str, method: str, request: Any, *, write: bool = False, stream: bool = False
+        self, service: str, method: str, request: Any, *, write: bool = False
     ) -> Any:
-        """One unary call (or the first response of a stream of `request`s), failing over until `timeout`.
+        """One unary call, failing over until `timeout` (keepalives stream: engine/store/etcd_keepalive.py).
 
         Calls require a leader, so a member cut off from the cluster refuses at once ("no leader")
         instead of hanging. A write is retried elsewhere only when it cannot have been applied (the
@@ -108,14 +108,7 @@ class Connection:
             index, stub = self.stub(service)
             remaining = max(deadline - time.monotonic(), 0.05)
             try:
-                if not stream:
-                    return getattr(stub, method)(request, timeout=remaining, metadata=REQUIRE_LEADER)
-                # `request` is a list here, re-sent whole if this attempt fails over.
-                responses = getattr(stub, method)(iter(request), timeout=remaining, metadata=REQUIRE_LEADER)
-                try:
-                    return next(responses, None)
-                finally:
-                    responses.cancel()
+                return getattr(stub, method)(request, timeout=remaining, metadata=REQUIRE_LEADER)
             except grpc.RpcError as exc:
                 if exc.code() not in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
                     raise self.error(exc) from None

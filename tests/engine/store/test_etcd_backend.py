@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 from datetime import timedelta
 
 import grpc
@@ -139,8 +140,6 @@ def test_mutual_tls_to_etcd_and_clear_errors_without_it(tmp_path):
 def test_keepalives_of_many_leases_from_many_threads_share_one_stream(etcd_server):
     """300 beats a second at 1,000 nodes: each keepalive opening a stream (and the sync gRPC API a
     thread for it) starved the server; all of them now go over one LeaseKeepAlive stream."""
-    import threading
-
     with open_store(f"{etcd_server.url}?prefix=/keepalive/") as store:
         leases = [store.lease_grant(30) for _ in range(20)]
         store.lease_keepalive(leases[0])
